@@ -1,0 +1,123 @@
+/**
+ * Configuration: `Deno.env` parsed once into a typed, frozen {@linkcode Config}. A bad value stops
+ * startup with a message naming the variable, what was expected and what was received.
+ *
+ * @module
+ */
+import { z } from "zod";
+
+/** The worker's settings, parsed once at startup. All durations are in milliseconds. */
+export interface Config {
+  /** Postgres URL; `undefined` means "start the embedded PostgreSQL under `dataDir`". */
+  readonly databaseUrl: string | undefined;
+  /** Schema that holds the queue tables (default `public`). */
+  readonly databaseSchema: string;
+  /** HTTP bind address (default `127.0.0.1`). */
+  readonly host: string;
+  /** HTTP port (default 8787; 0 picks a free port, logged at startup). */
+  readonly port: number;
+  /** Bearer token for `/internal/*`; `undefined` means "generate one under `dataDir`". */
+  readonly internalApiToken: string | undefined;
+  /** Directory that holds source files and chapter assets (default `.data/storage`). */
+  readonly storageDir: string;
+  /** Directory for local state: the embedded database and a generated token (default `.data`). */
+  readonly dataDir: string;
+  /** Poll interval in ms: the fallback wake when no NOTIFY arrives (default 5000). */
+  readonly pollIntervalMs: number;
+  /** Shutdown budget in ms from the first signal to exit (default 5000). */
+  readonly shutdownBudgetMs: number;
+  /** A `Processing` ingestion job older than this (ms) is stale (default 600000 = 10 min). */
+  readonly ingestionStaleAfterMs: number;
+  /** How often a standing-by consumer retries its queue lock, in ms (default 3000). */
+  readonly standbyRetryMs: number;
+  /** Port of the embedded PostgreSQL when `DATABASE_URL` is unset (default 54329). */
+  readonly embeddedPgPort: number;
+  /** pino log level (default `info`). */
+  readonly logLevel: string;
+}
+
+/** Thrown when an environment variable has a value the worker cannot use. */
+export class ConfigError extends Error {
+  override name = "ConfigError";
+}
+
+type Env = Readonly<Record<string, string | undefined>>;
+
+function read<T>(env: Env, name: string, expected: string, schema: z.ZodType<T>, fallback: T): T {
+  const raw = env[name];
+  if (raw === undefined || raw === "") return fallback;
+  const parsed = schema.safeParse(raw);
+  if (!parsed.success) {
+    throw new ConfigError(
+      `Cannot parse ${name}: expected ${expected}, received ${JSON.stringify(raw)}`,
+    );
+  }
+  return parsed.data;
+}
+
+const positiveInt = z.string().regex(/^\d+$/).transform(Number).pipe(z.number().int().min(1));
+const port = z.string().regex(/^\d+$/).transform(Number).pipe(z.number().int().min(0).max(65535));
+const url = z.string().regex(/^postgres(ql)?:\/\//);
+const identifier = z.string().regex(/^[a-z_][a-z0-9_]{0,62}$/);
+const token = z.string().min(16).regex(/^[\x21-\x7e]+$/);
+const level = z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]);
+
+/**
+ * Parse the worker's settings from an environment map.
+ *
+ * @param env variables by name, e.g. `Deno.env.toObject()`; an empty string counts as unset.
+ * @returns a frozen {@linkcode Config}.
+ * @throws {ConfigError} when a variable is set to a value of the wrong shape; the message names it,
+ *   e.g. `Cannot parse POLL_INTERVAL_MS: expected a positive integer (ms), received "0"`.
+ * @example
+ * const config = parseConfig({ POLL_INTERVAL_MS: "1000" });
+ * config.pollIntervalMs; // 1000
+ */
+export function parseConfig(env: Env): Config {
+  const dataDir = env.DATA_DIR || ".data";
+  return Object.freeze({
+    databaseUrl: read(env, "DATABASE_URL", "a postgres:// URL", url, undefined),
+    databaseSchema: read(
+      env,
+      "DATABASE_SCHEMA",
+      "a lower-case SQL identifier",
+      identifier,
+      "public",
+    ),
+    host: env.HOST || "127.0.0.1",
+    port: read(env, "PORT", "a port number from 0 to 65535", port, 8787),
+    internalApiToken: read(
+      env,
+      "INTERNAL_API_TOKEN",
+      "at least 16 printable characters without spaces",
+      token,
+      undefined,
+    ),
+    storageDir: env.STORAGE_DIR || `${dataDir}/storage`,
+    dataDir,
+    pollIntervalMs: read(env, "POLL_INTERVAL_MS", "a positive integer (ms)", positiveInt, 5000),
+    shutdownBudgetMs: read(
+      env,
+      "SHUTDOWN_BUDGET_MS",
+      "a positive integer (ms)",
+      positiveInt,
+      5000,
+    ),
+    ingestionStaleAfterMs: read(
+      env,
+      "INGESTION_STALE_AFTER_MS",
+      "a positive integer (ms)",
+      positiveInt,
+      600_000,
+    ),
+    standbyRetryMs: read(env, "STANDBY_RETRY_MS", "a positive integer (ms)", positiveInt, 3000),
+    embeddedPgPort: read(env, "EMBEDDED_PG_PORT", "a port number from 1 to 65535", port, 54329),
+    logLevel: read(
+      env,
+      "LOG_LEVEL",
+      "one of fatal, error, warn, info, debug, trace, silent",
+      level,
+      "info",
+    ),
+  });
+}

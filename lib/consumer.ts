@@ -1,0 +1,230 @@
+/**
+ * The sequential consumer and the {@linkcode Queue} contract it drives (ADR-022).
+ *
+ * One consumer per queue: it takes the queue's advisory lock (standing by while another process
+ * holds it), then loops: wait for a wake → recover → claim and run until a claim comes back
+ * empty → wait again. A shutdown aborts the running job's signal and gives its claim back; a
+ * run that ignores the signal is given back anyway when the budget runs out, and the fence on
+ * every settling write keeps that late run from committing.
+ *
+ * @module
+ */
+import { setTimeout as sleep } from "node:timers/promises";
+import type { Logger } from "./log.ts";
+import type { Sql } from "./db.ts";
+import type { QueueLock } from "./lock.ts";
+import type { Wake } from "./wake.ts";
+import type { JobEvents } from "./events.ts";
+
+/** What every queue's verbs receive. A queue module may extend it with its own settings. */
+export interface QueueContext {
+  /** The pool. */
+  readonly sql: Sql;
+  readonly log: Logger;
+  /** This process's per-boot id (uuid), written as `claimed_by` and fenced on by every write. */
+  readonly bootId: string;
+  /** Where job status transitions are published, after their transaction commits. */
+  readonly events: JobEvents;
+}
+
+/** The least a claimed job carries: its id and the attempt count its claim wrote. */
+export interface ClaimedJob {
+  /** bigint id, as a string. */
+  readonly id: string;
+  readonly attempt_count: number;
+}
+
+/**
+ * One queue: a module in `queues/` exporting these members (STYLE.md §4).
+ *
+ * - `recover` runs on every wake before the claims (so at consumer start too): the queue's rule
+ *   for in-flight rows nobody owns.
+ * - `claim` atomically takes the next job (one statement, SKIP LOCKED) or returns null.
+ * - `run` does the work and settles the job with fenced writes. It must reject with the signal's
+ *   reason once `signal` aborts (shutdown or lost lock) without settling anything.
+ * - `giveBack` returns an aborted job to its queue with a fenced write; false when the claim was
+ *   already lost (0 rows), which is logged and never "fixed".
+ */
+export interface Queue<J extends ClaimedJob, C extends QueueContext> {
+  /** Short name for logs and events, e.g. `ingestion`. */
+  readonly name: string;
+  /** The table; its NOTIFY channel is `<schema>.<table>`. */
+  readonly table: string;
+  recover(ctx: C): Promise<void>;
+  claim(ctx: C): Promise<J | null>;
+  run(ctx: C, job: J, signal: AbortSignal): Promise<void>;
+  giveBack(ctx: C, job: J): Promise<boolean>;
+}
+
+/** Options for {@linkcode Consumer}. */
+export interface ConsumerOptions<J extends ClaimedJob, C extends QueueContext> {
+  queue: Queue<J, C>;
+  ctx: C;
+  lock: QueueLock;
+  /** This queue's coalescing wake signal, fed by NOTIFY, the poll timer and reconnects. */
+  wake: Wake;
+  /** Poll interval in ms: a wake is sent this often even without NOTIFY. */
+  pollIntervalMs: number;
+  /** How often (ms) a standing-by consumer retries the lock. */
+  standbyRetryMs: number;
+}
+
+interface InFlight<J> {
+  job: J;
+  abort: AbortController;
+  done: Promise<void>;
+  givenBack: boolean;
+}
+
+const ERROR_PAUSE_MS = 1000;
+
+// An abortable sleep: resolves early, never rejects, when `signal` aborts.
+function pause(ms: number, signal: AbortSignal): Promise<void> {
+  return sleep(ms, undefined, { signal }).catch(() => {});
+}
+
+/** Resolve true when `promise` settles before `deadline` (a `performance.now()` time in ms). */
+function settlesBy(promise: Promise<unknown>, deadline: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => resolve(false), Math.max(0, deadline - performance.now()));
+    promise.then(
+      () => (clearTimeout(timer), resolve(true)),
+      () => (clearTimeout(timer), resolve(true)),
+    );
+  });
+}
+
+/**
+ * The one sequential consumer of a queue.
+ *
+ * @example
+ * const consumer = new Consumer({ queue: ingestion, ctx, lock, wake, pollIntervalMs: 5000, standbyRetryMs: 3000 });
+ * consumer.start();
+ * // … on SIGTERM:
+ * await consumer.stop(performance.now() + 5000);
+ */
+export class Consumer<J extends ClaimedJob, C extends QueueContext> {
+  readonly #o: ConsumerOptions<J, C>;
+  readonly #log: Logger;
+  readonly #stopping = new AbortController();
+  #loop: Promise<void> | undefined;
+  #inFlight: InFlight<J> | undefined;
+
+  constructor(options: ConsumerOptions<J, C>) {
+    this.#o = options;
+    this.#log = options.ctx.log.child({ queue: options.queue.name });
+  }
+
+  /** Start the loop (lock → recover → claim/run); returns at once. */
+  start(): void {
+    this.#loop ??= this.#standBy();
+  }
+
+  /**
+   * Stop claiming, abort the running job and give its claim back, release the lock.
+   *
+   * @param deadline `performance.now()` time (ms) by which this must return; a run still going
+   *   then is given back anyway and left behind (its fenced commit will fail).
+   */
+  async stop(deadline: number): Promise<void> {
+    this.#stopping.abort(new Error("Shutting down"));
+    const current = this.#inFlight;
+    if (current && !(await settlesBy(current.done, deadline))) {
+      this.#log.warn({ id: current.job.id }, "job ignored its abort signal; giving it back");
+      await settlesBy(this.#giveBack(current), deadline + 250);
+    }
+    if (this.#loop) await settlesBy(this.#loop, deadline);
+    await this.#o.lock.release();
+  }
+
+  async #standBy(): Promise<void> {
+    const { lock } = this.#o;
+    let saidStandingBy = false;
+    while (!this.#stopping.signal.aborted) {
+      let acquired = false;
+      try {
+        acquired = await lock.tryAcquire();
+      } catch (err) {
+        this.#log.warn({ err: String(err) }, "queue lock unavailable; retrying");
+      }
+      if (acquired) {
+        this.#log.info("consumer started");
+        saidStandingBy = false;
+        await this.#serve(AbortSignal.any([this.#stopping.signal, lock.lost]));
+        if (!this.#stopping.signal.aborted) this.#log.warn("consumer lost its lock; standing by");
+        continue;
+      }
+      if (!saidStandingBy) {
+        this.#log.info(
+          { retryMs: this.#o.standbyRetryMs },
+          "another consumer holds the queue; standing by",
+        );
+        saidStandingBy = true;
+      }
+      await pause(this.#o.standbyRetryMs, this.#stopping.signal);
+    }
+  }
+
+  async #serve(active: AbortSignal): Promise<void> {
+    const { queue, ctx, wake } = this.#o;
+    const poll = setInterval(() => wake.notify(), this.#o.pollIntervalMs);
+    wake.notify(); // the first round recovers and drains whatever is already queued
+    try {
+      while (await wake.wait(active)) {
+        try {
+          await queue.recover(ctx);
+          while (!active.aborted) {
+            const job = await queue.claim(ctx);
+            if (!job) break;
+            await this.#runOne(job, active);
+          }
+        } catch (err) {
+          this.#log.error({ err }, "claim round failed; retrying");
+          await pause(ERROR_PAUSE_MS, active);
+          wake.notify();
+        }
+      }
+    } finally {
+      clearInterval(poll);
+    }
+  }
+
+  async #runOne(job: J, active: AbortSignal): Promise<void> {
+    const { queue, ctx } = this.#o;
+    const abort = new AbortController();
+    const forward = () => abort.abort(active.reason);
+    active.addEventListener("abort", forward, { once: true });
+    this.#log.info({ id: job.id, attempt: job.attempt_count }, "job claimed");
+    const current: InFlight<J> = { job, abort, done: Promise.resolve(), givenBack: false };
+    current.done = (async () => {
+      try {
+        await queue.run(ctx, job, abort.signal);
+      } catch (err) {
+        if (abort.signal.aborted) await this.#giveBack(current);
+        else this.#log.error({ id: job.id, err }, "job run threw; it stays in flight until stale");
+      }
+    })();
+    this.#inFlight = current;
+    try {
+      await current.done;
+    } finally {
+      active.removeEventListener("abort", forward);
+      this.#inFlight = undefined;
+    }
+  }
+
+  async #giveBack(current: InFlight<J>): Promise<void> {
+    if (current.givenBack) return;
+    current.givenBack = true;
+    const { queue, ctx } = this.#o;
+    try {
+      if (await queue.giveBack(ctx, current.job)) {
+        this.#log.info({ id: current.job.id }, "job given back");
+      } else {
+        this.#log.warn({ id: current.job.id }, "give-back matched no row: the claim was lost");
+      }
+    } catch (err) {
+      this.#log.error({ id: current.job.id, err }, "give-back failed; the job stays in flight");
+    }
+  }
+}

@@ -1,0 +1,102 @@
+/**
+ * Database access: the connection pool, the dedicated connections that listeners and queue locks
+ * need, and {@linkcode transaction}, the one way to run a transaction whose effects (events,
+ * file writes) must only happen once it has committed (ADR-052: post-commit enqueue).
+ *
+ * @module
+ */
+import postgres from "postgres";
+import type { Logger } from "./log.ts";
+
+/** A postgres.js client (pool or dedicated connection). */
+export type Sql = postgres.Sql;
+/** A postgres.js client bound to one open transaction. */
+export type TxSql = postgres.TransactionSql;
+
+/** Options for {@linkcode connect}. */
+export interface ConnectOptions {
+  /** Schema put first on every connection's `search_path`. */
+  schema: string;
+  /** Shown in `pg_stat_activity.application_name`, e.g. `textstack-listener`. */
+  applicationName: string;
+  /** Pool size (default 10). */
+  max?: number;
+  /** Called with the connection id whenever one of this client's connections closes. */
+  onclose?: (connId: number) => void;
+}
+
+/**
+ * Reconnect delay in seconds for attempt `n`: 0.1 s doubling, capped at 2 s, so a listener or lock
+ * connection is back within 2 s of the server returning (postgres.js's default grows to 20 s).
+ */
+export function cappedBackoff(attempt: number): number {
+  return Math.min(2, 0.1 * 2 ** attempt);
+}
+
+/**
+ * Open a postgres.js client.
+ *
+ * @param url `postgres://` connection URL.
+ * @param options schema, application name, pool size and close hook.
+ * @returns a lazily connecting client; bigint ids arrive as strings.
+ * @example
+ * const sql = connect(url, { schema: "public", applicationName: "textstack" });
+ * await sql`select 1`;
+ */
+export function connect(url: string, options: ConnectOptions): Sql {
+  return postgres(url, {
+    max: options.max ?? 10,
+    backoff: cappedBackoff,
+    onnotice: () => {},
+    connect_timeout: 10,
+    onclose: options.onclose,
+    connection: {
+      application_name: options.applicationName,
+      search_path: `"${options.schema}"`,
+    },
+  });
+}
+
+/** What a transaction body receives from {@linkcode transaction}. */
+export interface Tx {
+  /** Queries bound to this transaction. */
+  readonly sql: TxSql;
+  /**
+   * Register an effect to run after COMMIT succeeds; it is discarded on rollback. Effects run in
+   * registration order; one that throws is logged and does not stop the others.
+   */
+  afterCommit(effect: () => void | Promise<void>): void;
+}
+
+/**
+ * Run `body` in one transaction and, only once it has committed, its `afterCommit` effects.
+ *
+ * @param sql the pool.
+ * @param log where failing effects are reported.
+ * @param body the transaction; throw to roll back (its effects are then discarded).
+ * @returns what `body` returned, after every effect has run.
+ * @throws whatever `body` or COMMIT threw; effects never throw to the caller.
+ * @example
+ * await transaction(sql, log, async (tx) => {
+ *   await tx.sql`update jobs set status = 'Completed' where id = ${id}`;
+ *   tx.afterCommit(() => events.publish({ id, status: "Completed" }));
+ * });
+ */
+export async function transaction<T>(
+  sql: Sql,
+  log: Logger,
+  body: (tx: Tx) => Promise<T>,
+): Promise<T> {
+  const effects: Array<() => void | Promise<void>> = [];
+  const result = await sql.begin((txSql) =>
+    body({ sql: txSql, afterCommit: (effect) => void effects.push(effect) })
+  );
+  for (const effect of effects) {
+    try {
+      await effect();
+    } catch (err) {
+      log.error({ err }, "after-commit effect failed");
+    }
+  }
+  return result as T;
+}

@@ -1,0 +1,112 @@
+/**
+ * The composition root: config → database → migrations → API → consumers → signals.
+ * The only file that knows every queue.
+ *
+ * @module
+ */
+import { ConfigError, parseConfig } from "./lib/config.ts";
+import { createLogger } from "./lib/log.ts";
+import { connect } from "./lib/db.ts";
+import { startEmbedded } from "./lib/embedded.ts";
+import { migrate, readMigrations } from "./lib/migrate.ts";
+import { Lifecycle, waitUntilReachable } from "./lib/lifecycle.ts";
+import { EventHub } from "./lib/events.ts";
+import { Wake } from "./lib/wake.ts";
+import { listenForWakes } from "./lib/listener.ts";
+import { QueueLock } from "./lib/lock.ts";
+import { Consumer } from "./lib/consumer.ts";
+import { createApi, loadOrCreateToken } from "./lib/api.ts";
+import * as ingestion from "./queues/ingestion.ts";
+import { ingestionRoutes } from "./queues/ingestion_routes.ts";
+
+let config;
+try {
+  config = parseConfig(Deno.env.toObject());
+} catch (err) {
+  if (!(err instanceof ConfigError)) throw err;
+  createLogger().fatal({ err: err.message }, "invalid configuration");
+  Deno.exit(2);
+}
+const log = createLogger(config.logLevel);
+const bootId = crypto.randomUUID();
+log.info({ bootId, pid: Deno.pid }, "starting");
+
+const lifecycle = new Lifecycle(log, config.shutdownBudgetMs);
+lifecycle.installSignals();
+
+let url = config.databaseUrl;
+if (!url) {
+  const dir = `${config.dataDir}/pg`;
+  log.info(
+    { dir, port: config.embeddedPgPort },
+    "DATABASE_URL unset: starting embedded PostgreSQL",
+  );
+  const embedded = await startEmbedded({ dir, port: config.embeddedPgPort, persistent: true });
+  // Registered before anything that uses it, so it stops last within the db phase.
+  lifecycle.onStop("db", "embedded postgres", () => embedded.stop());
+  url = embedded.url;
+}
+
+const schema = config.databaseSchema;
+const sql = connect(url, { schema, applicationName: "textstack" });
+const listenerSql = connect(url, { schema, applicationName: "textstack-listener", max: 1 });
+lifecycle.onStop("db", "pool", async (deadline) => {
+  const timeout = Math.max(0.1, (deadline - performance.now()) / 1000);
+  await Promise.all([sql.end({ timeout }), listenerSql.end({ timeout })]);
+});
+
+if (!(await waitUntilReachable("database", () => sql`select 1`, log, lifecycle.stopping))) {
+  Deno.exit(await lifecycle.shutdown());
+}
+await migrate(sql, schema, await readMigrations(new URL("./sql/", import.meta.url)), log);
+await Deno.mkdir(config.storageDir, { recursive: true });
+
+const events = new EventHub();
+const ingestionCtx: ingestion.IngestionContext = {
+  sql,
+  log,
+  bootId,
+  events,
+  storageDir: config.storageDir,
+  staleAfterMs: config.ingestionStaleAfterMs,
+};
+
+const consumers = [{ queue: ingestion, ctx: ingestionCtx }].map(({ queue, ctx }) => {
+  const wake = new Wake(queue.name);
+  const lock = new QueueLock({ url, schema, queue: queue.name, log });
+  const consumer = new Consumer({
+    queue,
+    ctx,
+    lock,
+    wake,
+    pollIntervalMs: config.pollIntervalMs,
+    standbyRetryMs: config.standbyRetryMs,
+  });
+  lifecycle.onStop("consumers", queue.name, (deadline) => consumer.stop(deadline));
+  return { queue, wake, consumer };
+});
+for (const { queue, wake } of consumers) {
+  await listenForWakes(listenerSql, `${schema}.${queue.table}`, wake, log);
+}
+
+const token = config.internalApiToken ?? await loadOrCreateToken(config.dataDir, log);
+const app = createApi({
+  token,
+  log,
+  events,
+  lifecycle,
+  health: async () => {
+    await sql`select 1`;
+    return { bootId };
+  },
+  routes: { "/ingestion": ingestionRoutes(ingestionCtx) },
+});
+const server = Deno.serve({
+  hostname: config.host,
+  port: config.port,
+  onListen: ({ hostname, port }) => log.info({ hostname, port }, "http listening"),
+}, app.fetch);
+lifecycle.onStop("drains", "events", () => Promise.resolve(events.close()));
+lifecycle.onStop("http", "server", () => server.shutdown());
+
+for (const { consumer } of consumers) consumer.start();

@@ -1,0 +1,396 @@
+/**
+ * The ingestion queue: table `ingestion_jobs` (sql/001_ingestion.sql), consumed by this process's
+ * one ingestion consumer (lib/consumer.ts), fed by `POST /internal/ingestion/jobs`.
+ *
+ * Transitions (ADR-022, queue 1):
+ * - Queued → Processing: {@linkcode claim} (counts the attempt, stamps `claimed_by`).
+ * - Processing → Completed: {@linkcode run}, in the transaction that saves the edition.
+ * - Processing → Failed: {@linkcode run} for a file that cannot be read (at once, no retry), or a
+ *   transient fault at the attempts cap.
+ * - Processing → Queued: {@linkcode run} for a transient fault under the cap (after a delay);
+ *   {@linkcode giveBack} on shutdown (attempt not counted, no error text).
+ * - Failed → Queued: {@linkcode retry}, the admin retry (attempts reset, error cleared).
+ *
+ * Stale rule: a `Processing` row claimed more than `staleAfterMs` ago (default 10 min) belongs to
+ * a consumer that crashed; the claim takes it again while `attempt_count` < {@linkcode
+ * MAX_ATTEMPTS}, and {@linkcode recover} fails it at the cap. No startup sweep (ADR-022: the stale
+ * re-pick under the cap is ingestion's crash recovery).
+ *
+ * @module
+ */
+import { isAbsolute, relative, resolve } from "node:path";
+import { transaction } from "../lib/db.ts";
+import type { ClaimedJob, QueueContext } from "../lib/consumer.ts";
+import { extractBook, type ExtractedBook, UnreadableBookError } from "../books/extract.ts";
+import { removeOtherAssetVersions, writeAssets } from "../books/assets.ts";
+
+/** Queue name used in logs, events and the lock key. */
+export const name = "ingestion";
+/** The queue table; NOTIFY channel `<schema>.ingestion_jobs`. */
+export const table = "ingestion_jobs";
+/** Attempts before a job is `Failed` for good (ADR-022: "3, then Failed"). */
+export const MAX_ATTEMPTS = 3;
+/** Delay before a transient failure is retried, in ms, per attempt already made. */
+export const RETRY_DELAY_MS = 5000;
+
+/** Statuses of `ingestion_jobs.status`. */
+export type IngestionStatus = "Queued" | "Processing" | "Completed" | "Failed";
+
+/** What this queue's verbs need beyond {@linkcode QueueContext}. */
+export interface IngestionContext extends QueueContext {
+  /** Root directory of source files and chapter assets. */
+  readonly storageDir: string;
+  /** A Processing row claimed longer ago than this (ms) is stale. */
+  readonly staleAfterMs: number;
+}
+
+/** A claimed ingestion job, as the claim wrote it (the fence for every later write). */
+export interface IngestionJob extends ClaimedJob {
+  readonly source_path: string;
+  readonly edition_id: string | null;
+  readonly claimed_by: string;
+}
+
+/** A job row as the API shows it. */
+export interface IngestionJobRow {
+  id: string;
+  source_path: string;
+  edition_id: string | null;
+  status: IngestionStatus;
+  attempt_count: number;
+  error: string | null;
+  claimed_by: string | null;
+  claimed_at: Date | null;
+  run_after: Date;
+  created_at: Date;
+  updated_at: Date;
+  finished_at: Date | null;
+}
+
+/** Thrown inside the completing transaction when its fence matched no row: the claim was lost. */
+export class ClaimLostError extends Error {
+  override name = "ClaimLostError";
+}
+
+/**
+ * Resolve a source path against the storage root, refusing anything outside it.
+ *
+ * @param storageDir the storage root.
+ * @param sourcePath a path relative to it (absolute paths must lie inside it).
+ * @returns the normalised path relative to `storageDir`, e.g. `books/moby.epub`.
+ * @throws RangeError when the path is empty or resolves outside `storageDir`.
+ */
+export function resolveSourcePath(storageDir: string, sourcePath: string): string {
+  const root = resolve(storageDir);
+  const full = resolve(root, sourcePath);
+  const rel = relative(root, full);
+  if (sourcePath.includes("\0") || rel === "" || rel.startsWith("..") || isAbsolute(rel)) {
+    throw new RangeError(
+      `Cannot use source_path "${sourcePath}": it must name a file inside STORAGE_DIR`,
+    );
+  }
+  return rel;
+}
+
+// --- Enqueue, read, admin retry (the API's statements) ---
+
+/**
+ * Insert a `Queued` job; its commit NOTIFYs the consumer.
+ *
+ * @param sourcePath already checked by {@linkcode resolveSourcePath}.
+ * @param editionId an edition to re-ingest, or null for a new one.
+ * @returns the new row.
+ */
+export async function enqueue(
+  ctx: QueueContext,
+  sourcePath: string,
+  editionId: string | null,
+): Promise<IngestionJobRow> {
+  const [row] = await ctx.sql<IngestionJobRow[]>`
+    insert into ingestion_jobs (source_path, edition_id)
+    values (${sourcePath}, ${editionId})
+    returning *`;
+  return row;
+}
+
+/** Read one job; null when no row has that id. */
+export async function getJob(ctx: QueueContext, id: string): Promise<IngestionJobRow | null> {
+  const [row] = await ctx.sql<IngestionJobRow[]>`select * from ingestion_jobs where id = ${id}`;
+  return row ?? null;
+}
+
+/** Whether an edition with this id exists. */
+export async function editionExists(ctx: QueueContext, id: string): Promise<boolean> {
+  const rows = await ctx.sql`select 1 from editions where id = ${id}`;
+  return rows.length > 0;
+}
+
+/**
+ * Admin retry: `Failed` → `Queued` with attempts reset and error cleared (ADR-022: "Failed is
+ * terminal. Only an admin retry brings it back").
+ *
+ * @returns the updated row, or null when the job is not `Failed` (or does not exist); nothing
+ *   changes then.
+ */
+export async function retry(ctx: QueueContext, id: string): Promise<IngestionJobRow | null> {
+  const [row] = await ctx.sql<IngestionJobRow[]>`
+    update ingestion_jobs
+    set status = 'Queued', attempt_count = 0, error = null, claimed_by = null, claimed_at = null,
+        run_after = now(), finished_at = null, updated_at = now()
+    where id = ${id} and status = 'Failed'
+    returning *`;
+  if (row) {
+    ctx.events.publish({ queue: name, id, transition: "retried", status: "Queued", attempt: 0 });
+  }
+  return row ?? null;
+}
+
+// --- The consumer's verbs ---
+
+/**
+ * Fail stale rows at the attempts cap. Runs on every wake; the partial index keeps it cheap.
+ * Below the cap a stale row is not touched here: {@linkcode claim} takes it again.
+ */
+export async function recover(ctx: IngestionContext): Promise<void> {
+  const rows = await ctx.sql<{ id: string; attempt_count: number }[]>`
+    update ingestion_jobs
+    set status = 'Failed', claimed_by = null, finished_at = now(), updated_at = now(),
+        error = 'interrupted: attempts exhausted (' || attempt_count || ' of ' || ${MAX_ATTEMPTS}::int
+                || '); the last run stopped without finishing'
+    where status = 'Processing'
+      and claimed_at < now() - ${ctx.staleAfterMs} * interval '1 millisecond'
+      and attempt_count >= ${MAX_ATTEMPTS}
+    returning id, attempt_count`;
+  for (const row of rows) {
+    ctx.log.warn({ queue: name, id: row.id }, "stale job failed at the attempts cap");
+    ctx.events.publish({
+      queue: name,
+      id: row.id,
+      transition: "recovered",
+      status: "Failed",
+      attempt: row.attempt_count,
+    });
+  }
+}
+
+/**
+ * Claim the oldest runnable job: `Queued` and due, or `Processing` but stale and under the cap.
+ * One statement, so the claim and the counted attempt commit together. The scalar
+ * `id = (select … for update skip locked limit 1)` takes exactly one row: `id in (select …)` may
+ * be re-run per row by the planner and claim several (STYLE.md §3).
+ *
+ * @returns the claimed job, or null when nothing is runnable.
+ */
+export async function claim(ctx: IngestionContext): Promise<IngestionJob | null> {
+  const [job] = await ctx.sql<IngestionJob[]>`
+    update ingestion_jobs
+    set status = 'Processing', attempt_count = attempt_count + 1, claimed_by = ${ctx.bootId},
+        claimed_at = now(), updated_at = now()
+    where id = (
+      select id from ingestion_jobs
+      where (status = 'Queued' and run_after <= now())
+         or (status = 'Processing'
+             and claimed_at < now() - ${ctx.staleAfterMs} * interval '1 millisecond'
+             and attempt_count < ${MAX_ATTEMPTS})
+      order by id
+      for update skip locked
+      limit 1
+    )
+    returning id, source_path, edition_id, attempt_count, claimed_by`;
+  if (!job) return null;
+  ctx.events.publish({
+    queue: name,
+    id: job.id,
+    transition: "claimed",
+    status: "Processing",
+    attempt: job.attempt_count,
+  });
+  return job;
+}
+
+/**
+ * Give a claimed job back on shutdown: `Queued`, the attempt un-counted, no error text. One
+ * set-based UPDATE fenced on the row as this run claimed it, so a claim that was lost (or never
+ * committed) is never un-counted (ADR-022, "shipped 2026-10-07").
+ *
+ * @returns false when the fence matched no row.
+ */
+export async function giveBack(ctx: IngestionContext, job: IngestionJob): Promise<boolean> {
+  return await transaction(ctx.sql, ctx.log, async (tx) => {
+    const rows = await tx.sql`
+      update ingestion_jobs
+      set status = 'Queued', attempt_count = attempt_count - 1, error = null, claimed_by = null,
+          claimed_at = null, updated_at = now()
+      where id = ${job.id} and status = 'Processing' and attempt_count = ${job.attempt_count}
+        and claimed_by = ${job.claimed_by}`;
+    if (rows.count === 0) return false;
+    tx.afterCommit(() =>
+      ctx.events.publish({
+        queue: name,
+        id: job.id,
+        transition: "given_back",
+        status: "Queued",
+        attempt: job.attempt_count - 1,
+      })
+    );
+    return true;
+  });
+}
+
+/**
+ * Ingest the job's source file: extract, then save the edition, its chapters and `Completed` in
+ * one fenced transaction; after it commits, write the chapter assets and delete the previous
+ * version's. An unreadable file is `Failed` at once; any other fault is retried under the cap.
+ *
+ * @param signal aborted on shutdown or a lost lock: the run then rejects with its reason and
+ *   saves nothing (the consumer gives the claim back).
+ * @throws the signal's reason when aborted; {@linkcode ClaimLostError} never escapes (logged).
+ */
+export async function run(
+  ctx: IngestionContext,
+  job: IngestionJob,
+  signal: AbortSignal,
+): Promise<void> {
+  let book: ExtractedBook;
+  try {
+    const path = resolve(ctx.storageDir, resolveSourcePath(ctx.storageDir, job.source_path));
+    book = await extractBook(path, signal);
+    // An extractor may return a truncated result on cancel instead of throwing (ADR-022, the PDF
+    // extractor): never save what a cancelled run produced.
+    signal.throwIfAborted();
+  } catch (err) {
+    if (signal.aborted) throw signal.reason;
+    if (err instanceof UnreadableBookError || err instanceof RangeError) {
+      return await fail(ctx, job, err.message);
+    }
+    return await retryLater(ctx, job, err);
+  }
+  try {
+    await save(ctx, job, book);
+  } catch (err) {
+    if (err instanceof ClaimLostError) {
+      ctx.log.warn({ queue: name, id: job.id }, "completion matched no row: the claim was lost");
+      return;
+    }
+    if (signal.aborted) throw signal.reason;
+    return await retryLater(ctx, job, err);
+  }
+}
+
+async function save(ctx: IngestionContext, job: IngestionJob, book: ExtractedBook): Promise<void> {
+  await transaction(ctx.sql, ctx.log, async (tx) => {
+    // The fence first: it also row-locks the job, so a concurrent give-back waits and then
+    // matches nothing, instead of un-counting a completed job.
+    const fenced = await tx.sql`
+      update ingestion_jobs
+      set status = 'Completed', error = null, claimed_by = null, finished_at = now(),
+          updated_at = now()
+      where id = ${job.id} and status = 'Processing' and attempt_count = ${job.attempt_count}
+        and claimed_by = ${job.claimed_by}`;
+    if (fenced.count === 0) throw new ClaimLostError(`Lost the claim on ingestion job ${job.id}`);
+    const [edition] = job.edition_id
+      ? await tx.sql<{ id: string; asset_version: number }[]>`
+          update editions
+          set title = ${book.title}, author = ${book.author}, format = ${book.format},
+              asset_version = asset_version + 1, updated_at = now()
+          where id = ${job.edition_id}
+          returning id, asset_version`
+      : await tx.sql<{ id: string; asset_version: number }[]>`
+          insert into editions (title, author, format, asset_version)
+          values (${book.title}, ${book.author}, ${book.format}, 1)
+          returning id, asset_version`;
+    // ingestion_jobs.edition_id references editions, so the edition cannot vanish under the job.
+    if (!edition) throw new Error(`Cannot re-ingest: edition ${job.edition_id} does not exist`);
+    await tx.sql`delete from chapters where edition_id = ${edition.id}`;
+    const rows = book.chapters.map((c, i) => ({
+      edition_id: edition.id,
+      position: i + 1,
+      title: c.title,
+      html: c.html,
+    }));
+    for (let i = 0; i < rows.length; i += 500) {
+      await tx.sql`insert into chapters ${tx.sql(rows.slice(i, i + 500))}`;
+    }
+    if (!job.edition_id) {
+      await tx.sql`update ingestion_jobs set edition_id = ${edition.id} where id = ${job.id}`;
+    }
+    tx.afterCommit(async () => {
+      await writeAssets(ctx.storageDir, edition.id, edition.asset_version, book.chapters);
+      await removeOtherAssetVersions(ctx.storageDir, edition.id, edition.asset_version);
+    });
+    tx.afterCommit(() =>
+      ctx.events.publish({
+        queue: name,
+        id: job.id,
+        transition: "completed",
+        status: "Completed",
+        attempt: job.attempt_count,
+      })
+    );
+  });
+  ctx.log.info({ queue: name, id: job.id, chapters: book.chapters.length }, "job completed");
+}
+
+async function fail(ctx: IngestionContext, job: IngestionJob, reason: string): Promise<void> {
+  await transaction(ctx.sql, ctx.log, async (tx) => {
+    const rows = await tx.sql`
+      update ingestion_jobs
+      set status = 'Failed', error = ${reason}, claimed_by = null, finished_at = now(),
+          updated_at = now()
+      where id = ${job.id} and status = 'Processing' and attempt_count = ${job.attempt_count}
+        and claimed_by = ${job.claimed_by}`;
+    if (rows.count === 0) {
+      ctx.log.warn({ queue: name, id: job.id }, "failure matched no row: the claim was lost");
+      return;
+    }
+    tx.afterCommit(() =>
+      ctx.events.publish({
+        queue: name,
+        id: job.id,
+        transition: "failed",
+        status: "Failed",
+        attempt: job.attempt_count,
+        error: reason,
+      })
+    );
+  });
+  ctx.log.warn({ queue: name, id: job.id, reason }, "job failed");
+}
+
+// A transient fault (I/O, connection) is not the file's fault: run again after a delay while
+// under the cap, then Failed with the last fault as the reason.
+async function retryLater(ctx: IngestionContext, job: IngestionJob, err: unknown): Promise<void> {
+  const detail = err instanceof Error ? err.message : String(err);
+  if (job.attempt_count >= MAX_ATTEMPTS) {
+    return await fail(
+      ctx,
+      job,
+      `attempts exhausted (${job.attempt_count} of ${MAX_ATTEMPTS}): ${detail}`,
+    );
+  }
+  const reason = `attempt ${job.attempt_count} of ${MAX_ATTEMPTS} failed, will retry: ${detail}`;
+  await transaction(ctx.sql, ctx.log, async (tx) => {
+    const rows = await tx.sql`
+      update ingestion_jobs
+      set status = 'Queued', error = ${reason}, claimed_by = null, claimed_at = null,
+          run_after = now() + ${RETRY_DELAY_MS * job.attempt_count} * interval '1 millisecond',
+          updated_at = now()
+      where id = ${job.id} and status = 'Processing' and attempt_count = ${job.attempt_count}
+        and claimed_by = ${job.claimed_by}`;
+    if (rows.count === 0) {
+      ctx.log.warn({ queue: name, id: job.id }, "retry matched no row: the claim was lost");
+      return;
+    }
+    tx.afterCommit(() =>
+      ctx.events.publish({
+        queue: name,
+        id: job.id,
+        transition: "failed",
+        status: "Queued",
+        attempt: job.attempt_count,
+        error: reason,
+      })
+    );
+  });
+  ctx.log.warn({ queue: name, id: job.id, err: detail }, "job will be retried");
+}

@@ -1,0 +1,102 @@
+/**
+ * HTTP routes of the ingestion queue, mounted at `/internal/ingestion` by main.ts (behind the
+ * bearer token and body limit of lib/api.ts).
+ *
+ * - `POST /jobs` `{ "source_path": "books/moby.epub", "edition_id"?: "12" }` → 201 the job.
+ *   `source_path` is relative to `STORAGE_DIR`; one resolving outside it is a 400.
+ * - `GET /jobs/:id` → 200 the job, 404 when unknown.
+ * - `POST /jobs/:id/retry` → 200 the job, now `Queued` (admin retry: `Failed` only); 409 for any
+ *   other status, changing nothing; 404 when unknown.
+ *
+ * @module
+ */
+import { Hono } from "hono";
+import { zValidator } from "@hono/zod-validator";
+import { z } from "zod";
+import { resolve } from "node:path";
+import {
+  editionExists,
+  enqueue,
+  getJob,
+  type IngestionContext,
+  resolveSourcePath,
+  retry,
+} from "./ingestion.ts";
+
+const id = z.string().regex(/^[1-9]\d{0,17}$/, "expected a positive integer id");
+
+const enqueueBody = z.strictObject({
+  source_path: z.string().min(1).max(4096),
+  edition_id: z.union([id, z.number().int().positive().transform(String)]).optional(),
+});
+
+// Bad input is a 4xx JSON error that names the field (STYLE.md §7), never zod's raw dump.
+interface Checked {
+  success: boolean;
+  error?: { issues: ReadonlyArray<{ path: ReadonlyArray<PropertyKey>; message: string }> };
+}
+
+function invalid(result: Checked): Response | undefined {
+  if (result.success || !result.error) return undefined;
+  const issue = result.error.issues[0];
+  const where = issue.path.length > 0 ? issue.path.map(String).join(".") : "body";
+  return Response.json({ error: `Invalid ${where}: ${issue.message}` }, { status: 400 });
+}
+
+/**
+ * Build the ingestion routes.
+ *
+ * @param ctx the ingestion queue's context (pool, storage root, events).
+ * @returns a Hono router to mount under `/internal/ingestion`.
+ */
+export function ingestionRoutes(ctx: IngestionContext): Hono {
+  const app = new Hono();
+
+  app.post("/jobs", zValidator("json", enqueueBody, invalid), async (c) => {
+    const body = c.req.valid("json");
+    let sourcePath: string;
+    try {
+      sourcePath = resolveSourcePath(ctx.storageDir, body.source_path);
+    } catch (err) {
+      return c.json({ error: (err as Error).message }, 400);
+    }
+    try {
+      const info = await Deno.stat(resolve(ctx.storageDir, sourcePath));
+      if (info.isDirectory) {
+        return c.json(
+          { error: `Cannot use source_path "${body.source_path}": it is a directory` },
+          400,
+        );
+      }
+    } catch (err) {
+      if (!(err instanceof Deno.errors.NotFound)) throw err;
+      return c.json({
+        error: `Cannot use source_path "${body.source_path}": no such file in STORAGE_DIR`,
+      }, 400);
+    }
+    const editionId = body.edition_id ?? null;
+    if (editionId && !(await editionExists(ctx, editionId))) {
+      return c.json({ error: `Cannot re-ingest edition ${editionId}: no such edition` }, 400);
+    }
+    return c.json(await enqueue(ctx, sourcePath, editionId), 201);
+  });
+
+  app.get("/jobs/:id", zValidator("param", z.object({ id }), invalid), async (c) => {
+    const job = await getJob(ctx, c.req.valid("param").id);
+    return job ? c.json(job) : c.json({ error: "No such ingestion job" }, 404);
+  });
+
+  app.post("/jobs/:id/retry", zValidator("param", z.object({ id }), invalid), async (c) => {
+    const jobId = c.req.valid("param").id;
+    const job = await retry(ctx, jobId);
+    if (job) return c.json(job);
+    const current = await getJob(ctx, jobId);
+    if (!current) return c.json({ error: "No such ingestion job" }, 404);
+    return c.json({
+      error: `Cannot retry job ${jobId}: it is ${current.status}; only Failed jobs can be retried`,
+      status: current.status,
+    }, 409);
+  });
+
+  return app;
+}

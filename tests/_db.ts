@@ -1,0 +1,93 @@
+/**
+ * Test database access: each test file gets its own schema on the test server (`DATABASE_URL`,
+ * set by tests/_run.ts to the embedded default when the user gave none), migrated from `sql/`.
+ *
+ * @module
+ */
+import { connect, type Sql } from "../lib/db.ts";
+import { createLogger } from "../lib/log.ts";
+import { migrate, readMigrations } from "../lib/migrate.ts";
+
+/** A migrated, private schema for one test file. */
+export interface TestDb {
+  /** `postgres://` URL of the test server. */
+  url: string;
+  /** The schema's name, e.g. `t_ingestion_4f2a`. */
+  schema: string;
+  /** A pool whose search_path is the schema. */
+  sql: Sql;
+  /** Drop the schema and close the pool. */
+  close(): Promise<void>;
+}
+
+/** The URL of the test server; throws when the tests were not started through tests/_run.ts. */
+export function testUrl(): string {
+  const url = Deno.env.get("DATABASE_URL");
+  if (!url) throw new Error("DATABASE_URL is unset: run the tests with `deno task test`");
+  return url;
+}
+
+/**
+ * Create and migrate a fresh schema.
+ *
+ * @param name a short lower-case tag, usually the test file's subject.
+ */
+export async function createTestDb(name: string): Promise<TestDb> {
+  const url = testUrl();
+  const schema = `t_${name}_${crypto.randomUUID().slice(0, 8)}`;
+  const sql = connect(url, { schema, applicationName: `test-${name}`, max: 4 });
+  await migrate(
+    sql,
+    schema,
+    await readMigrations(new URL("../sql/", import.meta.url)),
+    createLogger("silent"),
+  );
+  return {
+    url,
+    schema,
+    sql,
+    async close() {
+      await sql`drop schema if exists ${sql(schema)} cascade`;
+      await sql.end({ timeout: 1 });
+    },
+  };
+}
+
+/**
+ * Wait until `check` returns a truthy value, polling every `everyMs`.
+ *
+ * @returns the truthy value.
+ * @throws Error naming `what` when `timeoutMs` passes first.
+ */
+export async function waitFor<T>(
+  what: string,
+  check: () => T | Promise<T>,
+  timeoutMs = 5000,
+  everyMs = 10,
+): Promise<NonNullable<T>> {
+  const deadline = performance.now() + timeoutMs;
+  for (;;) {
+    const value = await check();
+    if (value) return value as NonNullable<T>;
+    if (performance.now() > deadline) {
+      throw new Error(`Timed out after ${timeoutMs} ms waiting for ${what}`);
+    }
+    await new Promise((r) => setTimeout(r, everyMs));
+  }
+}
+
+/**
+ * `Deno.test` with a fresh migrated schema for the test, dropped afterwards.
+ *
+ * @param name the test's name: the symbol and its behaviour.
+ */
+export function dbTest(name: string, fn: (db: TestDb) => Promise<void>): void {
+  Deno.test(name, async () => {
+    const db = await createTestDb("t");
+    try {
+      await fn(db);
+    } finally {
+      await db.close();
+    }
+  });
+}

@@ -1,0 +1,142 @@
+/**
+ * Shared setup for the ingestion tests: a context on a test schema, a storage directory, and
+ * helpers to write source files and read rows.
+ *
+ * @module
+ */
+import { createLogger } from "../lib/log.ts";
+import { EventHub, type SequencedEvent } from "../lib/events.ts";
+import { connect, type Sql } from "../lib/db.ts";
+import { Consumer, type Queue } from "../lib/consumer.ts";
+import { QueueLock } from "../lib/lock.ts";
+import { Wake } from "../lib/wake.ts";
+import { listenForWakes } from "../lib/listener.ts";
+import * as ingestion from "../queues/ingestion.ts";
+import type { IngestionContext, IngestionJob, IngestionJobRow } from "../queues/ingestion.ts";
+import type { TestDb } from "./_db.ts";
+
+/** An ingestion context bound to `db`, with a fresh storage directory and an event hub. */
+export async function ingestionContext(
+  db: TestDb,
+  options: { bootId?: string; staleAfterMs?: number; storageDir?: string } = {},
+): Promise<IngestionContext & { events: EventHub }> {
+  return {
+    sql: db.sql,
+    log: createLogger(Deno.env.get("TEST_LOG_LEVEL") ?? "silent"),
+    bootId: options.bootId ?? crypto.randomUUID(),
+    events: new EventHub(),
+    storageDir: options.storageDir ?? await Deno.makeTempDir({ prefix: "textstack-storage-" }),
+    staleAfterMs: options.staleAfterMs ?? 600_000,
+  };
+}
+
+/** Write a source file under the storage root; returns its relative path. */
+export async function writeSource(storageDir: string, name: string, text: string): Promise<string> {
+  await Deno.writeTextFile(`${storageDir}/${name}`, text);
+  return name;
+}
+
+/** A three-chapter plain-text book. */
+export const SMALL_BOOK = [
+  "The Test Book",
+  "by Ada Tester",
+  "",
+  "CHAPTER I",
+  "",
+  "It was a bright cold day.",
+  "",
+  "CHAPTER II",
+  "",
+  "The clocks were striking thirteen.",
+  "",
+  "CHAPTER III",
+  "",
+  "The end.",
+  "",
+].join("\n");
+
+/** Insert a job row directly; returns its id. */
+export async function insertJob(db: TestDb, sourcePath: string): Promise<string> {
+  const [row] = await db.sql<{ id: string }[]>`
+    insert into ingestion_jobs (source_path) values (${sourcePath}) returning id`;
+  return row.id;
+}
+
+/** Read one job row. */
+export async function jobRow(db: TestDb, id: string): Promise<IngestionJobRow> {
+  const [row] = await db.sql<IngestionJobRow[]>`select * from ingestion_jobs where id = ${id}`;
+  return row;
+}
+
+/** Collect every event published on `hub` from now on. */
+export function recordEvents(
+  hub: EventHub,
+): { events: SequencedEvent[]; stop(): Promise<void> } {
+  const events: SequencedEvent[] = [];
+  const sub = hub.subscribe(10_000);
+  const loop = (async () => {
+    for await (const event of sub.channel) events.push(event);
+  })();
+  return {
+    events,
+    async stop() {
+      sub.close();
+      await loop;
+    },
+  };
+}
+
+/** A running in-process ingestion consumer with its own listener connection. */
+export interface RunningConsumer {
+  consumer: Consumer<IngestionJob, IngestionContext>;
+  wake: Wake;
+  lock: QueueLock;
+  listenerSql: Sql;
+  /** Stop the consumer (deadline in ms from now) and close the listener. */
+  stop(budgetMs?: number): Promise<void>;
+}
+
+/**
+ * Start the ingestion consumer the way main.ts does: lock, wake, listener, poll timer.
+ *
+ * @param queue defaults to the real ingestion module; a test may wrap one verb.
+ */
+export async function startConsumer(
+  db: TestDb,
+  ctx: IngestionContext,
+  options: {
+    pollIntervalMs?: number;
+    standbyRetryMs?: number;
+    queue?: Queue<IngestionJob, IngestionContext>;
+    applicationName?: string;
+  } = {},
+): Promise<RunningConsumer> {
+  const queue = options.queue ?? ingestion;
+  const wake = new Wake(queue.name);
+  const lock = new QueueLock({ url: db.url, schema: db.schema, queue: queue.name, log: ctx.log });
+  const listenerSql = connect(db.url, {
+    schema: db.schema,
+    applicationName: options.applicationName ?? "test-listener",
+    max: 1,
+  });
+  await listenForWakes(listenerSql, `${db.schema}.${queue.table}`, wake, ctx.log);
+  const consumer = new Consumer({
+    queue,
+    ctx,
+    lock,
+    wake,
+    pollIntervalMs: options.pollIntervalMs ?? 30_000,
+    standbyRetryMs: options.standbyRetryMs ?? 100,
+  });
+  consumer.start();
+  return {
+    consumer,
+    wake,
+    lock,
+    listenerSql,
+    async stop(budgetMs = 2000) {
+      await consumer.stop(performance.now() + budgetMs);
+      await listenerSql.end({ timeout: 1 });
+    },
+  };
+}

@@ -1,0 +1,38 @@
+/**
+ * `deno task test`: runs `deno test` against `DATABASE_URL` when set, else against a throwaway
+ * embedded PostgreSQL started here and stopped (and deleted) when the tests end.
+ *
+ * Extra arguments are passed to `deno test` (e.g. a file or `--filter`).
+ *
+ * @module
+ */
+import { startEmbedded } from "../lib/embedded.ts";
+
+function freePort(): number {
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const { port } = listener.addr as Deno.NetAddr;
+  listener.close();
+  return port;
+}
+
+const env: Record<string, string> = {};
+let stop = (): Promise<void> => Promise.resolve();
+if (!Deno.env.get("DATABASE_URL")) {
+  const port = freePort();
+  const pg = await startEmbedded({ dir: `.data/test-pg-${port}`, port, persistent: false });
+  console.log(`embedded PostgreSQL for tests on 127.0.0.1:${port}`);
+  env.DATABASE_URL = pg.url;
+  stop = pg.stop;
+}
+
+const args = Deno.args.length > 0 ? Deno.args : ["tests/"];
+const child = new Deno.Command(Deno.execPath(), {
+  args: ["test", "-A", ...args],
+  env,
+  stdin: "null",
+}).spawn();
+// A Ctrl-C reaches the child through the process group; we only wait for it and clean up.
+Deno.addSignalListener("SIGINT", () => {});
+const status = await child.status;
+await stop();
+Deno.exit(status.code);

@@ -1,0 +1,121 @@
+/**
+ * Process-level test helper: spawn `main.ts` for real, collect its JSON log lines, wait for one.
+ *
+ * @module
+ */
+import type { TestDb } from "./_db.ts";
+
+/** A spawned worker process. */
+export interface WorkerProcess {
+  child: Deno.ChildProcess;
+  /** Every JSON log line so far. */
+  logs: Array<Record<string, unknown>>;
+  /** Wait for a log line with this `msg` (and matching fields); returns it. */
+  waitForLog(
+    msg: string,
+    match?: Record<string, unknown>,
+    timeoutMs?: number,
+  ): Promise<Record<string, unknown>>;
+  /** The HTTP base URL, once "http listening" was logged. */
+  baseUrl(): Promise<string>;
+  /** Resolves with the exit status and the ms from `since` (default: spawn) to exit. */
+  exited: Promise<Deno.CommandStatus>;
+}
+
+/** The token every spawned worker uses. */
+export const TEST_TOKEN = "test-token-0123456789abcdef";
+
+/**
+ * Spawn `deno run -A main.ts` against a test schema.
+ *
+ * @param env extra or overriding variables.
+ */
+export function spawnWorker(db: TestDb | null, env: Record<string, string>): WorkerProcess {
+  const child = new Deno.Command(Deno.execPath(), {
+    args: ["run", "-A", new URL("../main.ts", import.meta.url).pathname],
+    env: {
+      ...(db ? { DATABASE_URL: db.url, DATABASE_SCHEMA: db.schema } : {}),
+      HOST: "127.0.0.1",
+      PORT: "0",
+      INTERNAL_API_TOKEN: TEST_TOKEN,
+      POLL_INTERVAL_MS: "30000",
+      SHUTDOWN_BUDGET_MS: "3000",
+      STANDBY_RETRY_MS: "200",
+      LOG_LEVEL: "info",
+      ...env,
+    },
+    stdin: "null",
+    stdout: "piped",
+    stderr: "piped",
+  }).spawn();
+  const logs: Array<Record<string, unknown>> = [];
+  const waiters = new Set<() => void>();
+  const pump = async (stream: ReadableStream<Uint8Array>, prefix: string) => {
+    let buffered = "";
+    for await (const chunk of stream.pipeThrough(new TextDecoderStream())) {
+      buffered += chunk;
+      let nl;
+      while ((nl = buffered.indexOf("\n")) >= 0) {
+        const line = buffered.slice(0, nl);
+        buffered = buffered.slice(nl + 1);
+        try {
+          logs.push(JSON.parse(line));
+        } catch {
+          logs.push({ msg: `${prefix}${line}` });
+        }
+        for (const w of waiters) w();
+      }
+    }
+  };
+  const pumps = Promise.all([pump(child.stdout, ""), pump(child.stderr, "stderr: ")]);
+  const exited = Promise.all([child.status, pumps]).then(([status]) => {
+    for (const w of waiters) w();
+    return status;
+  });
+  let exitedNow = false;
+  exited.then(() => (exitedNow = true));
+
+  async function waitForLog(
+    msg: string,
+    match: Record<string, unknown> = {},
+    timeoutMs = 15_000,
+  ): Promise<Record<string, unknown>> {
+    const find = () =>
+      logs.find((l) => l.msg === msg && Object.entries(match).every(([k, v]) => l[k] === v));
+    const deadline = performance.now() + timeoutMs;
+    for (;;) {
+      const found = find();
+      if (found) return found;
+      if (exitedNow) {
+        throw new Error(`Worker exited before logging "${msg}": ${JSON.stringify(logs)}`);
+      }
+      const left = deadline - performance.now();
+      if (left <= 0) throw new Error(`Timed out waiting for log "${msg}": ${JSON.stringify(logs)}`);
+      await new Promise<void>((resolve) => {
+        const done = () => (clearTimeout(timer), waiters.delete(done), resolve());
+        const timer = setTimeout(done, left);
+        waiters.add(done);
+      });
+    }
+  }
+
+  return {
+    child,
+    logs,
+    waitForLog,
+    async baseUrl() {
+      const line = await waitForLog("http listening");
+      return `http://127.0.0.1:${line.port}`;
+    },
+    exited,
+  };
+}
+
+/** POST JSON to the worker's API with the test token. */
+export async function postJson(url: string, body: unknown): Promise<Response> {
+  return await fetch(url, {
+    method: "POST",
+    headers: { authorization: `Bearer ${TEST_TOKEN}`, "content-type": "application/json" },
+    body: JSON.stringify(body),
+  });
+}

@@ -1,0 +1,237 @@
+import assert from "node:assert/strict";
+import { setTimeout as sleep } from "node:timers/promises";
+import * as ingestion from "../queues/ingestion.ts";
+import { dbTest, waitFor } from "./_db.ts";
+import {
+  ingestionContext,
+  jobRow,
+  recordEvents,
+  SMALL_BOOK,
+  startConsumer,
+  writeSource,
+} from "./_ingestion.ts";
+
+function median(values: number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.floor(sorted.length / 2)];
+}
+
+async function status(db: { sql: import("../lib/db.ts").Sql }, id: string): Promise<string> {
+  const [row] = await db.sql<
+    { status: string }[]
+  >`select status from ingestion_jobs where id = ${id}`;
+  return row.status;
+}
+
+async function enqueueBook(db: { sql: import("../lib/db.ts").Sql }, path: string): Promise<string> {
+  const [row] = await db.sql<{ id: string }[]>`
+    insert into ingestion_jobs (source_path) values (${path}) returning id`;
+  return row.id;
+}
+
+dbTest(
+  "Consumer starts a job within 100 ms of its commit while the poll interval is 30 s",
+  async (db) => {
+    const ctx = await ingestionContext(db);
+    const path = await writeSource(ctx.storageDir, "book.txt", SMALL_BOOK);
+    const claimedAt = new Map<string, number>();
+    const sub = ctx.events.subscribe(1000);
+    const reader = (async () => {
+      for await (const e of sub.channel) {
+        if (e.transition === "claimed") claimedAt.set(e.id, performance.now());
+      }
+    })();
+    const running = await startConsumer(db, ctx, { pollIntervalMs: 30_000 });
+    try {
+      await waitFor("the lock", () => running.lock.held);
+      const latencies: number[] = [];
+      for (let i = 0; i < 7; i++) {
+        const id = await enqueueBook(db, path);
+        const committed = performance.now();
+        await waitFor(`job ${id} claimed`, () => claimedAt.has(id), 5000, 1);
+        latencies.push(claimedAt.get(id)! - committed);
+        await waitFor(`job ${id} completed`, async () => (await status(db, id)) === "Completed");
+      }
+      assert.ok(
+        median(latencies) < 100,
+        `median start latency ${median(latencies)} ms (${latencies})`,
+      );
+    } finally {
+      await running.stop();
+      sub.close();
+      await reader;
+    }
+  },
+);
+
+dbTest("Consumer runs 500 jobs inserted in one transaction back to back", async (db) => {
+  const ctx = await ingestionContext(db);
+  const path = await writeSource(ctx.storageDir, "book.txt", SMALL_BOOK);
+  const running = await startConsumer(db, ctx, { pollIntervalMs: 30_000 });
+  try {
+    await waitFor("the lock", () => running.lock.held);
+    await db
+      .sql`insert into ingestion_jobs (source_path) select ${path} from generate_series(1, 500)`;
+    await waitFor(
+      "500 completed jobs",
+      async () => {
+        const [{ count }] = await db.sql`
+        select count(*)::int from ingestion_jobs where status = 'Completed'`;
+        return count === 500;
+      },
+      60_000,
+      50,
+    );
+  } finally {
+    await running.stop();
+  }
+});
+
+dbTest(
+  "Consumer catches up after its listener's backend is killed and is woken by NOTIFY again",
+  async (db) => {
+    const ctx = await ingestionContext(db);
+    const path = await writeSource(ctx.storageDir, "book.txt", SMALL_BOOK);
+    const applicationName = `test-listener-${crypto.randomUUID().slice(0, 8)}`;
+    const running = await startConsumer(db, ctx, { pollIntervalMs: 30_000, applicationName });
+    try {
+      await waitFor("the lock", () => running.lock.held);
+      const listenerPid = async () => {
+        const rows = await db.sql<{ pid: number }[]>`
+        select pid from pg_stat_activity where application_name = ${applicationName}`;
+        return rows[0]?.pid;
+      };
+      const before = await waitFor("the listener backend", listenerPid);
+      await db.sql`select pg_terminate_backend(${before})`;
+      const duringGap = await enqueueBook(db, path);
+      await waitFor(
+        "the job inserted during the gap",
+        async () => (await status(db, duringGap)) === "Completed",
+        5000,
+      );
+      const after = await waitFor("a new listener backend", listenerPid);
+      assert.notEqual(after, before);
+      const later = await enqueueBook(db, path);
+      const t0 = performance.now();
+      await waitFor("the later job", async () => (await status(db, later)) === "Completed", 3000);
+      assert.ok(performance.now() - t0 < 3000);
+    } finally {
+      await running.stop();
+    }
+  },
+);
+
+dbTest(
+  "Consumer stands by while another holds the queue and takes over when it stops",
+  async (db) => {
+    const ctx1 = await ingestionContext(db);
+    const ctx2 = await ingestionContext(db, { storageDir: ctx1.storageDir });
+    const path = await writeSource(ctx1.storageDir, "book.txt", SMALL_BOOK);
+    const first = await startConsumer(db, ctx1, { applicationName: "test-listener-1" });
+    let second;
+    try {
+      await waitFor("the first consumer's lock", () => first.lock.held);
+      second = await startConsumer(db, ctx2, { applicationName: "test-listener-2" });
+      const rec2 = recordEvents(ctx2.events);
+      const id = await enqueueBook(db, path);
+      await waitFor("the first job", async () => (await status(db, id)) === "Completed");
+      assert.equal(second.lock.held, false);
+      await first.stop();
+      await waitFor("the second consumer's lock", () => second!.lock.held, 5000);
+      const next = await enqueueBook(db, path);
+      await waitFor(
+        "the job after take-over",
+        async () => (await status(db, next)) === "Completed",
+      );
+      await rec2.stop();
+      assert.deepEqual(
+        rec2.events.filter((e) => e.transition === "claimed").map((e) => e.id),
+        [next],
+      );
+    } finally {
+      await first.stop();
+      await second?.stop();
+    }
+  },
+);
+
+dbTest(
+  "Consumer stops claiming at once when its lock's session is lost, then takes the lock again",
+  async (db) => {
+    const ctx = await ingestionContext(db);
+    const path = await writeSource(ctx.storageDir, "book.txt", SMALL_BOOK);
+    const running = await startConsumer(db, ctx, { standbyRetryMs: 200 });
+    try {
+      const pid = await waitFor("the lock", () => running.lock.backendPid);
+      const lost = running.lock.lost;
+      await db.sql`select pg_terminate_backend(${pid})`;
+      await waitFor("the lost signal", () => lost.aborted, 2000, 1);
+      const newPid = await waitFor("the lock again", () => running.lock.backendPid, 5000);
+      assert.notEqual(newPid, pid);
+      const id = await enqueueBook(db, path);
+      await waitFor(
+        "a job after re-taking the lock",
+        async () => (await status(db, id)) === "Completed",
+      );
+    } finally {
+      await running.stop();
+    }
+  },
+);
+
+dbTest(
+  "Consumer.stop() gives back a job whose run ignores its abort signal, and the late run commits nothing",
+  async (db) => {
+    const ctx = await ingestionContext(db);
+    const path = await writeSource(ctx.storageDir, "book.txt", SMALL_BOOK);
+    let lateRun: Promise<void> | undefined;
+    const started = Promise.withResolvers<void>();
+    const stubborn = {
+      ...ingestion,
+      run(c: ingestion.IngestionContext, job: ingestion.IngestionJob): Promise<void> {
+        lateRun = (async () => {
+          started.resolve();
+          await sleep(1500); // ignores the abort signal
+          await ingestion.run(c, job, new AbortController().signal);
+        })();
+        return lateRun;
+      },
+    };
+    const running = await startConsumer(db, ctx, { queue: stubborn });
+    const id = await enqueueBook(db, path);
+    await started.promise;
+    const t0 = performance.now();
+    await running.stop(300);
+    const took = performance.now() - t0;
+    assert.ok(took < 1000, `stop() took ${took} ms with a 300 ms budget`);
+    let row = await jobRow(db, id);
+    assert.equal(row.status, "Queued");
+    assert.equal(row.attempt_count, 0);
+    assert.equal(row.error, null);
+    await lateRun;
+    row = await jobRow(db, id);
+    assert.equal(row.status, "Queued", "the fence kept the late run from completing");
+    const [{ count }] = await db.sql`select count(*)::int from editions`;
+    assert.equal(count, 0);
+  },
+);
+
+dbTest("Consumer.stop() aborts a run blocked on a FIFO and gives the claim back", async (db) => {
+  const ctx = await ingestionContext(db);
+  const fifo = `${ctx.storageDir}/stream.txt`;
+  const mk = await new Deno.Command("mkfifo", { args: [fifo] }).output();
+  assert.equal(mk.code, 0);
+  const running = await startConsumer(db, ctx);
+  const rec = recordEvents(ctx.events);
+  const id = await enqueueBook(db, "stream.txt");
+  await waitFor("the claim", () => rec.events.some((e) => e.transition === "claimed"));
+  const t0 = performance.now();
+  await running.stop(5000);
+  assert.ok(performance.now() - t0 < 1000);
+  await rec.stop();
+  const row = await jobRow(db, id);
+  assert.deepEqual([row.status, row.attempt_count, row.error], ["Queued", 0, null]);
+  assert.deepEqual(rec.events.map((e) => e.transition), ["claimed", "given_back"]);
+  // Release the abandoned blocking open so the test leaks no pending op.
+  (await Deno.open(fifo, { write: true })).close();
+});

@@ -1,0 +1,153 @@
+import assert from "node:assert/strict";
+import { dbTest, waitFor } from "./_db.ts";
+import { jobRow, SMALL_BOOK } from "./_ingestion.ts";
+import { postJson, spawnWorker } from "./_worker.ts";
+
+async function mkfifo(path: string): Promise<void> {
+  const out = await new Deno.Command("mkfifo", { args: [path] }).output();
+  assert.equal(out.code, 0, new TextDecoder().decode(out.stderr));
+}
+
+async function storage(): Promise<string> {
+  return await Deno.makeTempDir({ prefix: "textstack-process-" });
+}
+
+dbTest(
+  "main.ts on SIGTERM gives the running job back and exits 0 within the budget",
+  async (db) => {
+    const dir = await storage();
+    await mkfifo(`${dir}/stream.txt`);
+    const worker = spawnWorker(db, { STORAGE_DIR: dir, SHUTDOWN_BUDGET_MS: "3000" });
+    const base = await worker.baseUrl();
+    await worker.waitForLog("consumer started");
+    const res = await postJson(`${base}/internal/ingestion/jobs`, { source_path: "stream.txt" });
+    assert.equal(res.status, 201);
+    const { id } = await res.json();
+    await worker.waitForLog("job claimed", { id });
+    assert.equal((await jobRow(db, id)).status, "Processing");
+    const t0 = performance.now();
+    worker.child.kill("SIGTERM");
+    const status = await worker.exited;
+    const took = performance.now() - t0;
+    assert.equal(status.code, 0);
+    assert.ok(took < 3000, `exit took ${took} ms with a 3000 ms budget`);
+    const row = await jobRow(db, id);
+    assert.deepEqual([row.status, row.attempt_count, row.error, row.claimed_by], [
+      "Queued",
+      0,
+      null,
+      null,
+    ]);
+    await worker.waitForLog("job given back", { id });
+  },
+);
+
+dbTest(
+  "main.ts after SIGKILL mid-job: the restarted worker re-picks the job once stale, attempt counted",
+  async (db) => {
+    const dir = await storage();
+    const fifo = `${dir}/stream.txt`;
+    await mkfifo(fifo);
+    const env = { STORAGE_DIR: dir, INGESTION_STALE_AFTER_MS: "2000", POLL_INTERVAL_MS: "250" };
+    const first = spawnWorker(db, env);
+    const base = await first.baseUrl();
+    await first.waitForLog("consumer started");
+    const { id } =
+      await (await postJson(`${base}/internal/ingestion/jobs`, { source_path: "stream.txt" }))
+        .json();
+    await first.waitForLog("job claimed", { id });
+    first.child.kill("SIGKILL");
+    assert.equal((await first.exited).signal, "SIGKILL");
+
+    const second = spawnWorker(db, env);
+    await second.waitForLog("consumer started");
+    let row = await jobRow(db, id);
+    assert.deepEqual(
+      [row.status, row.attempt_count],
+      ["Processing", 1],
+      "not re-picked before stale",
+    );
+    await second.waitForLog("job claimed", { id, attempt: 2 });
+    // Give the re-picked run its file: the FIFO's writer unblocks the reader.
+    await Deno.writeTextFile(fifo, SMALL_BOOK);
+    await waitFor("completion", async () => (await jobRow(db, id)).status === "Completed", 10_000);
+    row = await jobRow(db, id);
+    assert.equal(row.attempt_count, 2);
+    second.child.kill("SIGTERM");
+    assert.equal((await second.exited).code, 0);
+  },
+);
+
+dbTest("main.ts second instance stands by and takes over after the first's SIGTERM", async (db) => {
+  const dir = await storage();
+  await Deno.writeTextFile(`${dir}/book.txt`, SMALL_BOOK);
+  const first = spawnWorker(db, { STORAGE_DIR: dir });
+  await first.baseUrl();
+  await first.waitForLog("consumer started");
+  const second = spawnWorker(db, { STORAGE_DIR: dir });
+  const secondBase = await second.baseUrl();
+  await second.waitForLog("another consumer holds the queue; standing by");
+
+  const a =
+    await (await postJson(`${secondBase}/internal/ingestion/jobs`, { source_path: "book.txt" }))
+      .json();
+  await first.waitForLog("job completed", { id: a.id });
+  assert.equal(second.logs.some((l) => l.msg === "job claimed"), false);
+
+  first.child.kill("SIGTERM");
+  assert.equal((await first.exited).code, 0);
+  await second.waitForLog("consumer started", {}, 5000);
+  const b =
+    await (await postJson(`${secondBase}/internal/ingestion/jobs`, { source_path: "book.txt" }))
+      .json();
+  await second.waitForLog("job completed", { id: b.id });
+  assert.equal((await jobRow(db, b.id)).status, "Completed");
+  second.child.kill("SIGTERM");
+  assert.equal((await second.exited).code, 0);
+});
+
+dbTest("main.ts exits at once with a non-zero code on a second signal", async (db) => {
+  const dir = await storage();
+  await mkfifo(`${dir}/stream.txt`);
+  const worker = spawnWorker(db, { STORAGE_DIR: dir });
+  const base = await worker.baseUrl();
+  await worker.waitForLog("consumer started");
+  const { id } =
+    await (await postJson(`${base}/internal/ingestion/jobs`, { source_path: "stream.txt" }))
+      .json();
+  await worker.waitForLog("job claimed", { id });
+  worker.child.kill("SIGTERM");
+  worker.child.kill("SIGINT");
+  const status = await worker.exited;
+  assert.equal(status.code, 130);
+  assert.ok(worker.logs.some((l) => l.msg === "second signal; exiting now"));
+});
+
+Deno.test("main.ts refuses a bad setting at startup, naming it", async () => {
+  const worker = spawnWorker(null, {
+    POLL_INTERVAL_MS: "0",
+    DATABASE_URL: "postgres://x@127.0.0.1:1/x",
+  });
+  const status = await worker.exited;
+  assert.equal(status.code, 2);
+  const line = worker.logs.find((l) => l.msg === "invalid configuration");
+  assert.equal(
+    line?.err,
+    'Cannot parse POLL_INTERVAL_MS: expected a positive integer (ms), received "0"',
+  );
+});
+
+Deno.test("main.ts retries an unreachable database with backoff, saying so, and stops on SIGTERM", async () => {
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const port = (listener.addr as Deno.NetAddr).port;
+  listener.close();
+  const worker = spawnWorker(null, {
+    DATABASE_URL: `postgres://postgres@127.0.0.1:${port}/postgres`,
+  });
+  await worker.waitForLog("dependency unreachable; retrying", { attempt: 2 });
+  const delays = worker.logs.filter((l) => l.msg === "dependency unreachable; retrying")
+    .map((l) => l.delayMs as number);
+  assert.ok(delays[1] > delays[0], `backoff grows: ${delays}`);
+  worker.child.kill("SIGTERM");
+  assert.equal((await worker.exited).code, 0);
+});
