@@ -7,7 +7,7 @@
 import { ConfigError, parseConfig } from "./lib/config.ts";
 import { createLogger } from "./lib/log.ts";
 import { connect } from "./lib/db.ts";
-import { startEmbedded } from "./lib/embedded.ts";
+import { type EmbeddedServer, startEmbedded } from "./lib/embedded.ts";
 import { migrate, readMigrations } from "./lib/migrate.ts";
 import { Lifecycle, waitUntilReachable } from "./lib/lifecycle.ts";
 import { EventHub } from "./lib/events.ts";
@@ -34,6 +34,14 @@ log.info({ bootId, pid: Deno.pid }, "starting");
 const lifecycle = new Lifecycle(log, config.shutdownBudgetMs);
 lifecycle.installSignals();
 
+/** Log a startup failure as one clear line and exit 1 (no stack trace for the operator). */
+function fatal(message: string, err: unknown): never {
+  const cause = err instanceof Error ? err.message || String(err.cause ?? "") : String(err);
+  log.fatal({ err: `${message}: ${cause}` }, "startup failed");
+  Deno.exit(1);
+}
+
+let embedded: EmbeddedServer | undefined;
 let url = config.databaseUrl;
 if (!url) {
   const dir = `${config.dataDir}/pg`;
@@ -41,25 +49,28 @@ if (!url) {
     { dir, port: config.embeddedPgPort },
     "DATABASE_URL unset: starting embedded PostgreSQL",
   );
-  const embedded = await startEmbedded({ dir, port: config.embeddedPgPort, persistent: true });
-  // Registered before anything that uses it, so it stops last within the db phase.
-  lifecycle.onStop("db", "embedded postgres", () => embedded.stop());
+  embedded = await startEmbedded({ dir, port: config.embeddedPgPort, persistent: true })
+    .catch((err) => fatal("Cannot start the embedded PostgreSQL", err));
   url = embedded.url;
 }
 
 const schema = config.databaseSchema;
 const sql = connect(url, { schema, applicationName: "textstack" });
 const listenerSql = connect(url, { schema, applicationName: "textstack-listener", max: 1 });
-lifecycle.onStop("db", "pool", async (deadline) => {
-  const timeout = Math.max(0.1, (deadline - performance.now()) / 1000);
+// The embedded server stops only after the pool has closed, inside the same bounded step.
+lifecycle.onStop("db", "database", async (deadline) => {
+  const timeout = Math.max(0.1, (deadline - performance.now()) / 1000 - 0.5);
   await Promise.all([sql.end({ timeout }), listenerSql.end({ timeout })]);
+  await embedded?.stop();
 });
 
 if (!(await waitUntilReachable("database", () => sql`select 1`, log, lifecycle.stopping))) {
   Deno.exit(await lifecycle.shutdown());
 }
-await migrate(sql, schema, await readMigrations(new URL("./sql/", import.meta.url)), log);
-await Deno.mkdir(config.storageDir, { recursive: true });
+await migrate(sql, schema, await readMigrations(new URL("./sql/", import.meta.url)), log)
+  .catch((err) => fatal("Cannot apply migrations", err));
+await Deno.mkdir(config.storageDir, { recursive: true })
+  .catch((err) => fatal(`Cannot create STORAGE_DIR "${config.storageDir}"`, err));
 
 const events = new EventHub();
 const ingestionCtx: ingestion.IngestionContext = {
@@ -86,10 +97,13 @@ const consumers = [{ queue: ingestion, ctx: ingestionCtx }].map(({ queue, ctx })
   return { queue, wake, consumer };
 });
 for (const { queue, wake } of consumers) {
-  await listenForWakes(listenerSql, `${schema}.${queue.table}`, wake, log);
+  await listenForWakes(listenerSql, `${schema}.${queue.table}`, wake, log)
+    .catch((err) => fatal(`Cannot listen on channel "${schema}.${queue.table}"`, err));
 }
 
-const token = config.internalApiToken ?? await loadOrCreateToken(config.dataDir, log);
+const token = config.internalApiToken ??
+  await loadOrCreateToken(config.dataDir, log)
+    .catch((err) => fatal(`Cannot create the INTERNAL_API_TOKEN file in "${config.dataDir}"`, err));
 const app = createApi({
   token,
   log,
@@ -101,11 +115,16 @@ const app = createApi({
   },
   routes: { "/ingestion": ingestionRoutes(ingestionCtx) },
 });
-const server = Deno.serve({
-  hostname: config.host,
-  port: config.port,
-  onListen: ({ hostname, port }) => log.info({ hostname, port }, "http listening"),
-}, app.fetch);
+let server: Deno.HttpServer;
+try {
+  server = Deno.serve({
+    hostname: config.host,
+    port: config.port,
+    onListen: ({ hostname, port }) => log.info({ hostname, port }, "http listening"),
+  }, app.fetch);
+} catch (err) {
+  fatal(`Cannot listen on ${config.host}:${config.port} (HOST, PORT)`, err);
+}
 lifecycle.onStop("drains", "events", () => Promise.resolve(events.close()));
 lifecycle.onStop("http", "server", () => server.shutdown());
 

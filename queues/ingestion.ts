@@ -92,6 +92,35 @@ export function resolveSourcePath(storageDir: string, sourcePath: string): strin
   return rel;
 }
 
+/**
+ * Resolve a source path to the file to read, refusing one that leaves the storage root either
+ * lexically or through a symlink (a link inside STORAGE_DIR pointing at /etc/shadow is outside).
+ *
+ * @returns the absolute path to open (symlinks resolved when the file exists; the lexical path
+ *   when it does not, so reading it reports the missing file).
+ * @throws RangeError when the path resolves outside `storageDir`.
+ */
+export async function resolveSourceFile(storageDir: string, sourcePath: string): Promise<string> {
+  const full = resolve(storageDir, resolveSourcePath(storageDir, sourcePath));
+  let real: string;
+  try {
+    real = await Deno.realPath(full);
+  } catch (err) {
+    if (err instanceof Deno.errors.NotFound || err instanceof Deno.errors.NotADirectory) {
+      return full;
+    }
+    throw err;
+  }
+  const root = await Deno.realPath(storageDir);
+  const rel = relative(root, real);
+  if (rel === "" || rel.startsWith("..") || isAbsolute(rel)) {
+    throw new RangeError(
+      `Cannot use source_path "${sourcePath}": it resolves outside STORAGE_DIR through a symlink`,
+    );
+  }
+  return real;
+}
+
 // --- Enqueue, read, admin retry (the API's statements) ---
 
 /**
@@ -253,8 +282,7 @@ export async function run(
 ): Promise<void> {
   let book: ExtractedBook;
   try {
-    const path = resolve(ctx.storageDir, resolveSourcePath(ctx.storageDir, job.source_path));
-    book = await extractBook(path, signal);
+    book = await extractBook(await resolveSourceFile(ctx.storageDir, job.source_path), signal);
     // An extractor may return a truncated result on cancel instead of throwing (ADR-022, the PDF
     // extractor): never save what a cancelled run produced.
     signal.throwIfAborted();

@@ -13,12 +13,12 @@
 import { Hono } from "hono";
 import { zValidator } from "@hono/zod-validator";
 import { z } from "zod";
-import { resolve } from "node:path";
 import {
   editionExists,
   enqueue,
   getJob,
   type IngestionContext,
+  resolveSourceFile,
   resolveSourcePath,
   retry,
 } from "./ingestion.ts";
@@ -55,24 +55,30 @@ export function ingestionRoutes(ctx: IngestionContext): Hono {
   app.post("/jobs", zValidator("json", enqueueBody, invalid), async (c) => {
     const body = c.req.valid("json");
     let sourcePath: string;
+    let file: string;
     try {
       sourcePath = resolveSourcePath(ctx.storageDir, body.source_path);
+      file = await resolveSourceFile(ctx.storageDir, sourcePath);
     } catch (err) {
-      return c.json({ error: (err as Error).message }, 400);
+      if (!(err instanceof RangeError)) throw err;
+      return c.json({ error: err.message }, 400);
     }
     try {
-      const info = await Deno.stat(resolve(ctx.storageDir, sourcePath));
-      if (info.isDirectory) {
+      const info = await Deno.stat(file);
+      if (!info.isFile && !info.isFifo) {
         return c.json(
-          { error: `Cannot use source_path "${body.source_path}": it is a directory` },
+          { error: `Cannot use source_path "${body.source_path}": it is not a file` },
           400,
         );
       }
     } catch (err) {
-      if (!(err instanceof Deno.errors.NotFound)) throw err;
-      return c.json({
-        error: `Cannot use source_path "${body.source_path}": no such file in STORAGE_DIR`,
-      }, 400);
+      if (!(err instanceof Deno.errors.NotFound || err instanceof Deno.errors.NotADirectory)) {
+        throw err;
+      }
+      return c.json(
+        { error: `Cannot use source_path "${body.source_path}": no such file in STORAGE_DIR` },
+        400,
+      );
     }
     const editionId = body.edition_id ?? null;
     if (editionId && !(await editionExists(ctx, editionId))) {

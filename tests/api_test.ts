@@ -85,6 +85,8 @@ dbTest(
     const { ctx, post } = await setup(db);
     await writeSource(ctx.storageDir, "book.txt", SMALL_BOOK);
     const outside = await Deno.makeTempFile();
+    await Deno.symlink(outside, `${ctx.storageDir}/link.txt`);
+    await Deno.mkdir(`${ctx.storageDir}/folder.txt`);
     const cases: Array<[unknown, number, RegExp]> = [
       ["{not json", 400, /JSON/i],
       [{}, 400, /source_path/],
@@ -94,6 +96,8 @@ dbTest(
       [{ source_path: outside }, 400, /inside STORAGE_DIR/],
       [{ source_path: "sub/../../book.txt" }, 400, /inside STORAGE_DIR/],
       [{ source_path: "missing.txt" }, 400, /no such file/],
+      [{ source_path: "link.txt" }, 400, /outside STORAGE_DIR through a symlink/],
+      [{ source_path: "folder.txt" }, 400, /not a file/],
       [{ source_path: "." }, 400, /inside STORAGE_DIR/],
       [{ source_path: "book.txt", edition_id: "abc" }, 400, /edition_id/],
       [{ source_path: "book.txt", edition_id: "99" }, 400, /no such edition/],

@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { connect } from "../lib/db.ts";
 import * as ingestion from "../queues/ingestion.ts";
 import { listAssetVersions } from "../books/assets.ts";
-import { dbTest } from "./_db.ts";
+import { dbTest, waitFor } from "./_db.ts";
 import {
   ingestionContext,
   insertJob,
@@ -190,26 +190,80 @@ dbTest("run() fails an unreadable file at once with a reason about the file", as
 
 dbTest("run() retries a transient fault under the cap, then fails at the cap", async (db) => {
   const ctx = await ingestionContext(db);
-  // A real I/O fault that is not the book's fault: reading /proc/self/mem at offset 0 fails with
-  // EIO, for root too (a chmod 000 file would not, since the tests may run as root).
-  await Deno.symlink("/proc/self/mem", `${ctx.storageDir}/mem.txt`);
-  const id = await insertJob(db, "mem.txt");
-  for (let attempt = 1; attempt <= ingestion.MAX_ATTEMPTS; attempt++) {
-    await db.sql`update ingestion_jobs set run_after = now() where id = ${id}`;
-    const job = await ingestion.claim(ctx);
-    assert.equal(job?.attempt_count, attempt);
-    await ingestion.run(ctx, job!, new AbortController().signal);
-    const row = await jobRow(db, id);
-    if (attempt < ingestion.MAX_ATTEMPTS) {
-      assert.equal(row.status, "Queued");
-      assert.match(row.error ?? "", new RegExp(`attempt ${attempt} of 3 failed, will retry`));
-      assert.ok(row.run_after.getTime() > Date.now(), "a retry waits before it runs again");
-    } else {
-      assert.equal(row.status, "Failed");
-      assert.match(row.error ?? "", /attempts exhausted \(3 of 3\): Input\/output error/);
+  const id = await insertJob(db, await writeSource(ctx.storageDir, "book.txt", SMALL_BOOK));
+  const holder = connect(db.url, { schema: db.schema, applicationName: "test-holder", max: 1 });
+  try {
+    for (let attempt = 1; attempt <= ingestion.MAX_ATTEMPTS; attempt++) {
+      await db.sql`update ingestion_jobs set run_after = now() where id = ${id}`;
+      const job = await ingestion.claim(ctx);
+      assert.equal(job?.attempt_count, attempt);
+      // A real connection fault mid-save: the save blocks on a table lock held elsewhere, and
+      // its backend is terminated while it waits.
+      const locked = Promise.withResolvers<void>();
+      const release = Promise.withResolvers<void>();
+      const holding = holder.begin(async (tx) => {
+        await tx`lock table editions in access exclusive mode`;
+        locked.resolve();
+        await release.promise;
+      });
+      await locked.promise;
+      const running = ingestion.run(ctx, job!, new AbortController().signal);
+      try {
+        const [blocked] = await waitFor(
+          "the save to wait on the lock",
+          () =>
+            db.sql<{ pid: number }[]>`
+            select pid from pg_stat_activity
+            where wait_event_type = 'Lock' and query ilike '%editions%'
+              and application_name = 'test-t'`
+              .then((rows) => (rows.length > 0 ? rows : null)),
+        );
+        await db.sql`select pg_terminate_backend(${blocked.pid})`;
+      } finally {
+        release.resolve();
+        await holding;
+      }
+      await running;
+      const row = await jobRow(db, id);
+      if (attempt < ingestion.MAX_ATTEMPTS) {
+        assert.equal(row.status, "Queued");
+        assert.match(
+          row.error ?? "",
+          new RegExp(
+            `attempt ${attempt} of 3 failed, will retry: (write CONNECTION_CLOSED|terminating connection)`,
+          ),
+        );
+        assert.ok(row.run_after.getTime() > Date.now(), "a retry waits before it runs again");
+      } else {
+        assert.equal(row.status, "Failed");
+        assert.match(
+          row.error ?? "",
+          /attempts exhausted \(3 of 3\): (write CONNECTION_CLOSED|terminating connection)/,
+        );
+      }
+      assert.equal(row.edition_id, null, "nothing of the failed save was kept");
     }
+  } finally {
+    await holder.end({ timeout: 1 });
   }
 });
+
+dbTest(
+  "run() fails a source that escapes STORAGE_DIR through a symlink, without reading it",
+  async (db) => {
+    const ctx = await ingestionContext(db);
+    const outside = await Deno.makeTempFile({ suffix: ".txt" });
+    await Deno.writeTextFile(outside, SMALL_BOOK);
+    await Deno.symlink(outside, `${ctx.storageDir}/escape.txt`);
+    const id = await insertJob(db, "escape.txt");
+    await ingestion.run(ctx, (await ingestion.claim(ctx))!, new AbortController().signal);
+    const row = await jobRow(db, id);
+    assert.equal(row.status, "Failed");
+    assert.match(row.error ?? "", /resolves outside STORAGE_DIR through a symlink/);
+    const [{ count }] = await db.sql`select count(*)::int from editions`;
+    assert.equal(count, 0);
+  },
+);
 
 dbTest("run() that lost its claim commits nothing", async (db) => {
   const ctx = await ingestionContext(db);
