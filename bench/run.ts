@@ -1,0 +1,132 @@
+/**
+ * `deno task bench`: spawns `main.ts` for real and measures, from database timestamps,
+ * - start latency: commit of a job's INSERT → its claim, one job at a time, with a 30 s poll
+ *   interval so only NOTIFY can wake the consumer;
+ * - throughput: 1,000 jobs inserted in one transaction, first claim → last completion;
+ * - the worker's resident memory (VmRSS) after the burst.
+ *
+ * Uses `DATABASE_URL` when set, else a throwaway embedded PostgreSQL.
+ *
+ * @module
+ */
+import { connect } from "../lib/db.ts";
+import { startEmbedded } from "../lib/embedded.ts";
+import { createLogger } from "../lib/log.ts";
+import { migrate, readMigrations } from "../lib/migrate.ts";
+
+const LATENCY_JOBS = 50;
+const BURST_JOBS = 1000;
+const BOOK = "Bench Book\nby Bench\n\nCHAPTER I\n\nOne.\n\nCHAPTER II\n\nTwo.\n";
+
+function freePort(): number {
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const { port } = listener.addr as Deno.NetAddr;
+  listener.close();
+  return port;
+}
+
+function percentile(sorted: number[], p: number): number {
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
+}
+
+let url = Deno.env.get("DATABASE_URL");
+let stopEmbedded = (): Promise<void> => Promise.resolve();
+if (!url) {
+  const port = freePort();
+  const pg = await startEmbedded({ dir: `.data/bench-pg-${port}`, port, persistent: false });
+  url = pg.url;
+  stopEmbedded = pg.stop;
+}
+const schema = `bench_${crypto.randomUUID().slice(0, 8)}`;
+const sql = connect(url, { schema, applicationName: "bench", max: 2 });
+await migrate(
+  sql,
+  schema,
+  await readMigrations(new URL("../sql/", import.meta.url)),
+  createLogger("silent"),
+);
+const storage = await Deno.makeTempDir({ prefix: "textstack-bench-" });
+await Deno.writeTextFile(`${storage}/book.txt`, BOOK);
+
+const worker = new Deno.Command(Deno.execPath(), {
+  args: ["run", "-A", new URL("../main.ts", import.meta.url).pathname],
+  env: {
+    DATABASE_URL: url,
+    DATABASE_SCHEMA: schema,
+    PORT: "0",
+    INTERNAL_API_TOKEN: "bench-token-0123456789",
+    STORAGE_DIR: storage,
+    POLL_INTERVAL_MS: "30000",
+    LOG_LEVEL: "warn",
+  },
+  stdout: "null",
+  stderr: "inherit",
+}).spawn();
+
+async function until(
+  what: string,
+  check: () => Promise<boolean>,
+  timeoutMs: number,
+): Promise<void> {
+  const deadline = performance.now() + timeoutMs;
+  while (!(await check())) {
+    if (performance.now() > deadline) throw new Error(`Timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 5));
+  }
+}
+
+try {
+  await until("the consumer's lock", async () => {
+    const rows = await sql`
+      select 1 from pg_stat_activity where application_name = 'textstack-lock-ingestion'`;
+    return rows.length > 0;
+  }, 30_000);
+
+  const latencies: number[] = [];
+  for (let i = 0; i < LATENCY_JOBS; i++) {
+    const [{ id }] = await sql<{ id: string }[]>`
+      insert into ingestion_jobs (source_path) values ('book.txt') returning id`;
+    await until(`job ${id}`, async () => {
+      const [row] = await sql<{ status: string; ms: number }[]>`
+        select status, extract(epoch from claimed_at - created_at) * 1000 as ms
+        from ingestion_jobs where id = ${id}`;
+      if (row.status !== "Completed") return false;
+      latencies.push(Number(row.ms));
+      return true;
+    }, 10_000);
+  }
+  latencies.sort((a, b) => a - b);
+
+  await sql`truncate ingestion_jobs, chapters, editions cascade`;
+  await sql`insert into ingestion_jobs (source_path) select 'book.txt' from generate_series(1, ${BURST_JOBS})`;
+  await until("the burst", async () => {
+    const [{ n }] = await sql<{ n: number }[]>`
+      select count(*)::int as n from ingestion_jobs where status = 'Completed'`;
+    return n === BURST_JOBS;
+  }, 300_000);
+  const [burst] = await sql<{ ms: number }[]>`
+    select extract(epoch from max(finished_at) - min(claimed_at)) * 1000 as ms from ingestion_jobs`;
+  const status = await Deno.readTextFile(`/proc/${worker.pid}/status`);
+  const rssKb = Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? NaN);
+
+  const fmt = (n: number) => n.toFixed(1);
+  console.log(`start latency (commit → claim, NOTIFY only, n=${LATENCY_JOBS}):`);
+  console.log(
+    `  p50 ${fmt(percentile(latencies, 50))} ms, p95 ${fmt(percentile(latencies, 95))} ms, max ${
+      fmt(latencies.at(-1)!)
+    } ms`,
+  );
+  console.log(
+    `throughput: ${BURST_JOBS} jobs from one INSERT in ${fmt(Number(burst.ms))} ms = ${
+      fmt(BURST_JOBS / (Number(burst.ms) / 1000))
+    } jobs/s`,
+  );
+  console.log(`worker RSS after the burst: ${fmt(rssKb / 1024)} MiB`);
+} finally {
+  worker.kill("SIGTERM");
+  await worker.status;
+  await sql`drop schema if exists ${sql(schema)} cascade`;
+  await sql.end();
+  await stopEmbedded();
+  await Deno.remove(storage, { recursive: true });
+}
