@@ -18,11 +18,12 @@
  *
  * @module
  */
-import { isAbsolute, relative, resolve } from "node:path";
-import { transaction } from "../lib/db.ts";
+import { transaction, type TxSql } from "../lib/db.ts";
+import type { JobEvent } from "../lib/events.ts";
 import type { ClaimedJob, QueueContext } from "../lib/consumer.ts";
 import { extractBook, type ExtractedBook, UnreadableBookError } from "../books/extract.ts";
 import { removeOtherAssetVersions, writeAssets } from "../books/assets.ts";
+import { resolveSourceFile } from "../books/source_path.ts";
 
 /** Queue name used in logs, events and the lock key. */
 export const name = "ingestion";
@@ -72,61 +73,12 @@ export class ClaimLostError extends Error {
   override name = "ClaimLostError";
 }
 
-/**
- * Resolve a source path against the storage root, refusing anything outside it.
- *
- * @param storageDir the storage root.
- * @param sourcePath a path relative to it (absolute paths must lie inside it).
- * @returns the normalised path relative to `storageDir`, e.g. `books/moby.epub`.
- * @throws RangeError when the path is empty or resolves outside `storageDir`.
- */
-export function resolveSourcePath(storageDir: string, sourcePath: string): string {
-  const root = resolve(storageDir);
-  const full = resolve(root, sourcePath);
-  const rel = relative(root, full);
-  if (sourcePath.includes("\0") || rel === "" || rel.startsWith("..") || isAbsolute(rel)) {
-    throw new RangeError(
-      `Cannot use source_path "${sourcePath}": it must name a file inside STORAGE_DIR`,
-    );
-  }
-  return rel;
-}
-
-/**
- * Resolve a source path to the file to read, refusing one that leaves the storage root either
- * lexically or through a symlink (a link inside STORAGE_DIR pointing at /etc/shadow is outside).
- *
- * @returns the absolute path to open (symlinks resolved when the file exists; the lexical path
- *   when it does not, so reading it reports the missing file).
- * @throws RangeError when the path resolves outside `storageDir`.
- */
-export async function resolveSourceFile(storageDir: string, sourcePath: string): Promise<string> {
-  const full = resolve(storageDir, resolveSourcePath(storageDir, sourcePath));
-  let real: string;
-  try {
-    real = await Deno.realPath(full);
-  } catch (err) {
-    if (err instanceof Deno.errors.NotFound || err instanceof Deno.errors.NotADirectory) {
-      return full;
-    }
-    throw err;
-  }
-  const root = await Deno.realPath(storageDir);
-  const rel = relative(root, real);
-  if (rel === "" || rel.startsWith("..") || isAbsolute(rel)) {
-    throw new RangeError(
-      `Cannot use source_path "${sourcePath}": it resolves outside STORAGE_DIR through a symlink`,
-    );
-  }
-  return real;
-}
-
 // --- Enqueue, read, admin retry (the API's statements) ---
 
 /**
  * Insert a `Queued` job; its commit NOTIFYs the consumer.
  *
- * @param sourcePath already checked by {@linkcode resolveSourcePath}.
+ * @param sourcePath relative to the storage root, already checked (books/source_path.ts).
  * @param editionId an edition to re-ingest, or null for a new one.
  * @returns the new row.
  */
@@ -245,25 +197,13 @@ export async function claim(ctx: IngestionContext): Promise<IngestionJob | null>
  * @returns false when the fence matched no row.
  */
 export async function giveBack(ctx: IngestionContext, job: IngestionJob): Promise<boolean> {
-  return await transaction(ctx.sql, ctx.log, async (tx) => {
-    const rows = await tx.sql`
-      update ingestion_jobs
-      set status = 'Queued', attempt_count = attempt_count - 1, error = null, claimed_by = null,
-          claimed_at = null, updated_at = now()
-      where id = ${job.id} and status = 'Processing' and attempt_count = ${job.attempt_count}
-        and claimed_by = ${job.claimed_by}`;
-    if (rows.count === 0) return false;
-    tx.afterCommit(() =>
-      ctx.events.publish({
-        queue: name,
-        id: job.id,
-        transition: "given_back",
-        status: "Queued",
-        attempt: job.attempt_count - 1,
-      })
-    );
-    return true;
-  });
+  return await settle(
+    ctx,
+    job,
+    (sql) =>
+      sql`status = 'Queued', attempt_count = attempt_count - 1, error = null, claimed_at = null`,
+    { transition: "given_back", status: "Queued", attempt: job.attempt_count - 1 },
+  );
 }
 
 /**
@@ -359,30 +299,44 @@ async function save(ctx: IngestionContext, job: IngestionJob, book: ExtractedBoo
   ctx.log.info({ queue: name, id: job.id, chapters: book.chapters.length }, "job completed");
 }
 
-async function fail(ctx: IngestionContext, job: IngestionJob, reason: string): Promise<void> {
-  await transaction(ctx.sql, ctx.log, async (tx) => {
+type Fragment = ReturnType<TxSql>;
+
+// Every write that settles a claimed row goes through here (the completion excepted: it fences
+// inside the transaction that saves the edition). It matches the row as this run claimed it; 0
+// rows means the claim was lost: log it, change nothing (STYLE.md §3). The event is published
+// only once the write has committed.
+async function settle(
+  ctx: IngestionContext,
+  job: IngestionJob,
+  changes: (sql: TxSql) => Fragment,
+  event: Pick<JobEvent, "transition" | "status" | "attempt" | "error">,
+): Promise<boolean> {
+  return await transaction(ctx.sql, ctx.log, async (tx) => {
     const rows = await tx.sql`
       update ingestion_jobs
-      set status = 'Failed', error = ${reason}, claimed_by = null, finished_at = now(),
-          updated_at = now()
+      set ${changes(tx.sql)}, claimed_by = null, updated_at = now()
       where id = ${job.id} and status = 'Processing' and attempt_count = ${job.attempt_count}
         and claimed_by = ${job.claimed_by}`;
     if (rows.count === 0) {
-      ctx.log.warn({ queue: name, id: job.id }, "failure matched no row: the claim was lost");
-      return;
+      ctx.log.warn(
+        { queue: name, id: job.id, transition: event.transition },
+        "settling write matched no row: the claim was lost",
+      );
+      return false;
     }
-    tx.afterCommit(() =>
-      ctx.events.publish({
-        queue: name,
-        id: job.id,
-        transition: "failed",
-        status: "Failed",
-        attempt: job.attempt_count,
-        error: reason,
-      })
-    );
+    tx.afterCommit(() => ctx.events.publish({ queue: name, id: job.id, ...event }));
+    return true;
   });
-  ctx.log.warn({ queue: name, id: job.id, reason }, "job failed");
+}
+
+async function fail(ctx: IngestionContext, job: IngestionJob, reason: string): Promise<void> {
+  const failed = await settle(
+    ctx,
+    job,
+    (sql) => sql`status = 'Failed', error = ${reason}, finished_at = now()`,
+    { transition: "failed", status: "Failed", attempt: job.attempt_count, error: reason },
+  );
+  if (failed) ctx.log.warn({ queue: name, id: job.id, reason }, "job failed");
 }
 
 // A transient fault (I/O, connection) is not the file's fault: run again after a delay while
@@ -390,35 +344,20 @@ async function fail(ctx: IngestionContext, job: IngestionJob, reason: string): P
 async function retryLater(ctx: IngestionContext, job: IngestionJob, err: unknown): Promise<void> {
   const detail = err instanceof Error ? err.message : String(err);
   if (job.attempt_count >= MAX_ATTEMPTS) {
-    return await fail(
-      ctx,
-      job,
-      `attempts exhausted (${job.attempt_count} of ${MAX_ATTEMPTS}): ${detail}`,
-    );
+    const reason = `attempts exhausted (${job.attempt_count} of ${MAX_ATTEMPTS}): ${detail}`;
+    return await fail(ctx, job, reason);
   }
   const reason = `attempt ${job.attempt_count} of ${MAX_ATTEMPTS} failed, will retry: ${detail}`;
-  await transaction(ctx.sql, ctx.log, async (tx) => {
-    const rows = await tx.sql`
-      update ingestion_jobs
-      set status = 'Queued', error = ${reason}, claimed_by = null, claimed_at = null,
-          run_after = now() + ${RETRY_DELAY_MS * job.attempt_count} * interval '1 millisecond',
-          updated_at = now()
-      where id = ${job.id} and status = 'Processing' and attempt_count = ${job.attempt_count}
-        and claimed_by = ${job.claimed_by}`;
-    if (rows.count === 0) {
-      ctx.log.warn({ queue: name, id: job.id }, "retry matched no row: the claim was lost");
-      return;
-    }
-    tx.afterCommit(() =>
-      ctx.events.publish({
-        queue: name,
-        id: job.id,
-        transition: "failed",
-        status: "Queued",
-        attempt: job.attempt_count,
-        error: reason,
-      })
-    );
-  });
-  ctx.log.warn({ queue: name, id: job.id, err: detail }, "job will be retried");
+  const delayMs = RETRY_DELAY_MS * job.attempt_count;
+  const queued = await settle(
+    ctx,
+    job,
+    (sql) =>
+      sql`status = 'Queued', error = ${reason}, claimed_at = null,
+          run_after = now() + ${delayMs} * interval '1 millisecond'`,
+    { transition: "failed", status: "Queued", attempt: job.attempt_count, error: reason },
+  );
+  if (queued) {
+    ctx.log.warn({ queue: name, id: job.id, err: detail, delayMs }, "job will be retried");
+  }
 }

@@ -13,15 +13,8 @@
 import { Hono } from "hono";
 import { zValidator } from "@hono/zod-validator";
 import { z } from "zod";
-import {
-  editionExists,
-  enqueue,
-  getJob,
-  type IngestionContext,
-  resolveSourceFile,
-  resolveSourcePath,
-  retry,
-} from "./ingestion.ts";
+import { editionExists, enqueue, getJob, type IngestionContext, retry } from "./ingestion.ts";
+import { resolveSourceFile, resolveSourcePath } from "../books/source_path.ts";
 
 const id = z.string().regex(/^[1-9]\d{0,17}$/, "expected a positive integer id");
 

@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { connect } from "../lib/db.ts";
 import * as ingestion from "../queues/ingestion.ts";
 import { listAssetVersions } from "../books/assets.ts";
+import { resolveSourcePath } from "../books/source_path.ts";
 import { dbTest, waitFor } from "./_db.ts";
 import {
   ingestionContext,
@@ -310,8 +311,8 @@ dbTest("retry() requeues only a Failed job, resetting attempts and error", async
 
 Deno.test("resolveSourcePath() refuses paths outside the storage root", () => {
   for (const bad of ["../etc/passwd", "/etc/passwd", "a/../../b", "", ".", "a\0b"]) {
-    assert.throws(() => ingestion.resolveSourcePath("/srv/storage", bad), RangeError, bad);
+    assert.throws(() => resolveSourcePath("/srv/storage", bad), RangeError, bad);
   }
-  assert.equal(ingestion.resolveSourcePath("/srv/storage", "a/./b.txt"), "a/b.txt");
-  assert.equal(ingestion.resolveSourcePath("/srv/storage", "/srv/storage/a.txt"), "a.txt");
+  assert.equal(resolveSourcePath("/srv/storage", "a/./b.txt"), "a/b.txt");
+  assert.equal(resolveSourcePath("/srv/storage", "/srv/storage/a.txt"), "a.txt");
 });

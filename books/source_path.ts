@@ -1,0 +1,56 @@
+/**
+ * Source paths: a job names its file relative to `STORAGE_DIR`, and nothing may lead outside it,
+ * lexically (`../`) or through a symlink.
+ *
+ * @module
+ */
+import { isAbsolute, relative, resolve } from "node:path";
+
+/**
+ * Resolve a source path against the storage root, refusing anything outside it.
+ *
+ * @param storageDir the storage root.
+ * @param sourcePath a path relative to it (absolute paths must lie inside it).
+ * @returns the normalised path relative to `storageDir`, e.g. `books/moby.epub`.
+ * @throws RangeError when the path is empty or resolves outside `storageDir`.
+ */
+export function resolveSourcePath(storageDir: string, sourcePath: string): string {
+  const root = resolve(storageDir);
+  const full = resolve(root, sourcePath);
+  const rel = relative(root, full);
+  if (sourcePath.includes("\0") || rel === "" || rel.startsWith("..") || isAbsolute(rel)) {
+    throw new RangeError(
+      `Cannot use source_path "${sourcePath}": it must name a file inside STORAGE_DIR`,
+    );
+  }
+  return rel;
+}
+
+/**
+ * Resolve a source path to the file to read, refusing one that leaves the storage root either
+ * lexically or through a symlink (a link inside STORAGE_DIR pointing at /etc/shadow is outside).
+ *
+ * @returns the absolute path to open (symlinks resolved when the file exists; the lexical path
+ *   when it does not, so reading it reports the missing file).
+ * @throws RangeError when the path resolves outside `storageDir`.
+ */
+export async function resolveSourceFile(storageDir: string, sourcePath: string): Promise<string> {
+  const full = resolve(storageDir, resolveSourcePath(storageDir, sourcePath));
+  let real: string;
+  try {
+    real = await Deno.realPath(full);
+  } catch (err) {
+    if (err instanceof Deno.errors.NotFound || err instanceof Deno.errors.NotADirectory) {
+      return full;
+    }
+    throw err;
+  }
+  const root = await Deno.realPath(storageDir);
+  const rel = relative(root, real);
+  if (rel === "" || rel.startsWith("..") || isAbsolute(rel)) {
+    throw new RangeError(
+      `Cannot use source_path "${sourcePath}": it resolves outside STORAGE_DIR through a symlink`,
+    );
+  }
+  return real;
+}
