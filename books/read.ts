@@ -108,15 +108,16 @@ async function readAll(
 ): Promise<Uint8Array> {
   const chunks: Uint8Array[] = [];
   let total = 0;
+  // One read buffer, each chunk copied out at its real size: a FIFO yields a few KiB per read, and
+  // keeping views into fresh 1 MiB buffers would hold ~1 MiB per read.
+  const buffer = new Uint8Array(CHUNK_BYTES);
   for (;;) {
-    // A fresh buffer per read: each chunk kept below is a view into its buffer.
-    const buffer = new Uint8Array(CHUNK_BYTES);
     const count = await raceAbort(file.read(buffer), signal);
     if (count === null) break;
     total += count;
     // Checked as we go: a FIFO or a device reports size 0 to stat and may never end.
     if (total > MAX_BOOK_BYTES) throw unreadableBook(format, path, tooLarge());
-    chunks.push(buffer.subarray(0, count));
+    chunks.push(buffer.slice(0, count));
   }
   const bytes = new Uint8Array(total);
   let offset = 0;
