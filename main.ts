@@ -9,7 +9,7 @@ import { createLogger } from "./lib/log.ts";
 import { connect } from "./lib/db.ts";
 import { type EmbeddedServer, startEmbedded } from "./lib/embedded.ts";
 import { migrate, readMigrations } from "./lib/migrate.ts";
-import { Lifecycle, waitUntilReachable } from "./lib/lifecycle.ts";
+import { Lifecycle, settlesBy, waitUntilReachable } from "./lib/lifecycle.ts";
 import { EventHub } from "./lib/events.ts";
 import { Wake } from "./lib/wake.ts";
 import { listenForWakes } from "./lib/listener.ts";
@@ -64,9 +64,16 @@ lifecycle.onStop("db", "database", async (deadline) => {
   await embedded?.stop();
 });
 
-if (!(await waitUntilReachable("database", () => sql`select 1`, log, lifecycle.stopping))) {
-  Deno.exit(await lifecycle.shutdown());
-}
+// SQLSTATE 28 (bad credentials) and 3D000 (no such database) will not fix themselves.
+const permanent = (err: unknown) => /^(28|3D)/.test(String((err as { code?: unknown }).code));
+const reachable = await waitUntilReachable(
+  "database",
+  () => sql`select 1`,
+  log,
+  lifecycle.stopping,
+  permanent,
+).catch((err) => fatal("Cannot use DATABASE_URL", err));
+if (!reachable) Deno.exit(await lifecycle.shutdown());
 await migrate(sql, schema, await readMigrations(new URL("./sql/", import.meta.url)), log)
   .catch((err) => fatal("Cannot apply migrations", err));
 await Deno.mkdir(config.storageDir, { recursive: true })
@@ -92,6 +99,7 @@ const consumers = [{ queue: ingestion, ctx: ingestionCtx }].map(({ queue, ctx })
     wake,
     pollIntervalMs: config.pollIntervalMs,
     standbyRetryMs: config.standbyRetryMs,
+    runTimeoutMs: config.ingestionTimeoutMs,
   });
   lifecycle.onStop("consumers", queue.name, (deadline) => consumer.stop(deadline));
   return { queue, wake, consumer };
@@ -126,6 +134,11 @@ try {
   fatal(`Cannot listen on ${config.host}:${config.port} (HOST, PORT)`, err);
 }
 lifecycle.onStop("drains", "events", () => Promise.resolve(events.close()));
-lifecycle.onStop("http", "server", () => server.shutdown());
+lifecycle.onStop("http", "server", async (deadline) => {
+  // A stalled upload or a stuck stream must not hold the exit: Deno.exit closes what is left.
+  if (!(await settlesBy(server.shutdown(), deadline - 20))) {
+    log.warn("closing lingering HTTP connections at exit");
+  }
+});
 
 for (const { consumer } of consumers) consumer.start();

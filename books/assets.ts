@@ -19,21 +19,30 @@ export function editionDir(storageDir: string, editionId: string): string {
  * leaves a half-written version under its final name.
  *
  * @param chapters `{ html }` per chapter, in order.
+ * @param signal optional; checked between files, so a shutdown need not wait for a huge book.
  * @returns the version's directory.
- * @throws the file-system error when a write fails.
+ * @throws the file-system error when a write fails; `signal.reason` when it aborts (the staging
+ *   directory is then removed).
  */
 export async function writeAssets(
   storageDir: string,
   editionId: string,
   version: number,
   chapters: ReadonlyArray<{ html: string }>,
+  signal?: AbortSignal,
 ): Promise<string> {
   const dir = editionDir(storageDir, editionId);
   const target = join(dir, `v${version}`);
   const staging = join(dir, `.v${version}-${crypto.randomUUID()}`);
   await Deno.mkdir(staging, { recursive: true });
-  for (const [i, chapter] of chapters.entries()) {
-    await Deno.writeTextFile(join(staging, `${i + 1}.html`), chapter.html);
+  try {
+    for (const [i, chapter] of chapters.entries()) {
+      signal?.throwIfAborted();
+      await Deno.writeTextFile(join(staging, `${i + 1}.html`), chapter.html);
+    }
+  } catch (err) {
+    await Deno.remove(staging, { recursive: true }).catch(() => {});
+    throw err;
   }
   await Deno.remove(target, { recursive: true }).catch((err) => {
     if (!(err instanceof Deno.errors.NotFound)) throw err;

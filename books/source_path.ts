@@ -4,7 +4,11 @@
  *
  * @module
  */
-import { isAbsolute, relative, resolve } from "node:path";
+import { isAbsolute, relative, resolve, sep } from "node:path";
+
+function outside(rel: string): boolean {
+  return rel === "" || rel === ".." || rel.startsWith(`..${sep}`) || isAbsolute(rel);
+}
 
 /**
  * Resolve a source path against the storage root, refusing anything outside it.
@@ -12,13 +16,12 @@ import { isAbsolute, relative, resolve } from "node:path";
  * @param storageDir the storage root.
  * @param sourcePath a path relative to it (absolute paths must lie inside it).
  * @returns the normalised path relative to `storageDir`, e.g. `books/moby.epub`.
- * @throws RangeError when the path is empty or resolves outside `storageDir`.
+ * @throws RangeError when the path is empty, holds a NUL, or resolves outside `storageDir`.
  */
 export function resolveSourcePath(storageDir: string, sourcePath: string): string {
   const root = resolve(storageDir);
-  const full = resolve(root, sourcePath);
-  const rel = relative(root, full);
-  if (sourcePath.includes("\0") || rel === "" || rel.startsWith("..") || isAbsolute(rel)) {
+  const rel = relative(root, resolve(root, sourcePath));
+  if (sourcePath.includes("\0") || outside(rel)) {
     throw new RangeError(
       `Cannot use source_path "${sourcePath}": it must name a file inside STORAGE_DIR`,
     );
@@ -32,7 +35,8 @@ export function resolveSourcePath(storageDir: string, sourcePath: string): strin
  *
  * @returns the absolute path to open (symlinks resolved when the file exists; the lexical path
  *   when it does not, so reading it reports the missing file).
- * @throws RangeError when the path resolves outside `storageDir`.
+ * @throws RangeError when the path resolves outside `storageDir`, loops through symlinks or is too
+ *   long: no retry can fix those. Other file-system errors (permissions, I/O) as they are.
  */
 export async function resolveSourceFile(storageDir: string, sourcePath: string): Promise<string> {
   const full = resolve(storageDir, resolveSourcePath(storageDir, sourcePath));
@@ -43,11 +47,15 @@ export async function resolveSourceFile(storageDir: string, sourcePath: string):
     if (err instanceof Deno.errors.NotFound || err instanceof Deno.errors.NotADirectory) {
       return full;
     }
+    if (err instanceof Deno.errors.FilesystemLoop) {
+      throw new RangeError(`Cannot use source_path "${sourcePath}": it loops through symlinks`);
+    }
+    if ((err as { code?: unknown }).code === "ENAMETOOLONG") {
+      throw new RangeError(`Cannot use source_path "${sourcePath}": a name in it is too long`);
+    }
     throw err;
   }
-  const root = await Deno.realPath(storageDir);
-  const rel = relative(root, real);
-  if (rel === "" || rel.startsWith("..") || isAbsolute(rel)) {
+  if (outside(relative(await Deno.realPath(storageDir), real))) {
     throw new RangeError(
       `Cannot use source_path "${sourcePath}": it resolves outside STORAGE_DIR through a symlink`,
     );

@@ -28,6 +28,8 @@ export interface Config {
   readonly shutdownBudgetMs: number;
   /** A `Processing` ingestion job older than this (ms) is stale (default 600000 = 10 min). */
   readonly ingestionStaleAfterMs: number;
+  /** Longest an ingestion run may take, in ms (default 900000 = 15 min); then it is retried. */
+  readonly ingestionTimeoutMs: number;
   /** How often a standing-by consumer retries its queue lock, in ms (default 3000). */
   readonly standbyRetryMs: number;
   /** Port of the embedded PostgreSQL when `DATABASE_URL` is unset (default 54329). */
@@ -55,12 +57,30 @@ function read<T>(env: Env, name: string, expected: string, schema: z.ZodType<T>,
   return parsed.data;
 }
 
-const positiveInt = z.string().regex(/^\d+$/).transform(Number).pipe(z.number().int().min(1));
+// Timers take at most 2^31 - 1 ms (about 24.8 days); a larger delay would fire at once.
+const MAX_MS = 2_147_483_647;
+const ms = z.string().regex(/^\d+$/).transform(Number).pipe(z.number().int().min(1).max(MAX_MS));
 const port = z.string().regex(/^\d+$/).transform(Number).pipe(z.number().int().min(0).max(65535));
-const url = z.string().regex(/^postgres(ql)?:\/\//);
-const identifier = z.string().regex(/^[a-z_][a-z0-9_]{0,62}$/);
+const tcpPort = port.pipe(z.number().min(1));
+const url = z.string().regex(/^postgres(ql)?:\/\//).refine((raw) => {
+  try {
+    const parsed = new URL(raw);
+    decodeURIComponent(parsed.username);
+    decodeURIComponent(parsed.password);
+    decodeURIComponent(parsed.pathname);
+    return parsed.hostname !== "";
+  } catch {
+    return false;
+  }
+});
+// pg_ names are reserved by PostgreSQL.
+const identifier = z.string().regex(/^(?!pg_)[a-z_][a-z0-9_]{0,62}$/);
 const token = z.string().min(16).regex(/^[\x21-\x7e]+$/);
 const level = z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]);
+
+function readMs(env: Env, name: string, fallback: number): number {
+  return read(env, name, `a positive integer (ms) up to ${MAX_MS}`, ms, fallback);
+}
 
 /**
  * Parse the worker's settings from an environment map.
@@ -68,7 +88,7 @@ const level = z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silen
  * @param env variables by name, e.g. `Deno.env.toObject()`; an empty string counts as unset.
  * @returns a frozen {@linkcode Config}.
  * @throws {ConfigError} when a variable is set to a value of the wrong shape; the message names it,
- *   e.g. `Cannot parse POLL_INTERVAL_MS: expected a positive integer (ms), received "0"`.
+ *   e.g. `Cannot parse POLL_INTERVAL_MS: expected a positive integer (ms) up to 2147483647, received "0"`.
  * @example
  * const config = parseConfig({ POLL_INTERVAL_MS: "1000" });
  * config.pollIntervalMs; // 1000
@@ -76,11 +96,17 @@ const level = z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silen
 export function parseConfig(env: Env): Config {
   const dataDir = env.DATA_DIR || ".data";
   return Object.freeze({
-    databaseUrl: read(env, "DATABASE_URL", "a postgres:// URL", url, undefined),
+    databaseUrl: read(
+      env,
+      "DATABASE_URL",
+      "a postgres:// URL with a host, a valid port and %-escapes",
+      url,
+      undefined,
+    ),
     databaseSchema: read(
       env,
       "DATABASE_SCHEMA",
-      "a lower-case SQL identifier",
+      "a lower-case SQL identifier not starting with pg_",
       identifier,
       "public",
     ),
@@ -95,23 +121,12 @@ export function parseConfig(env: Env): Config {
     ),
     storageDir: env.STORAGE_DIR || `${dataDir}/storage`,
     dataDir,
-    pollIntervalMs: read(env, "POLL_INTERVAL_MS", "a positive integer (ms)", positiveInt, 5000),
-    shutdownBudgetMs: read(
-      env,
-      "SHUTDOWN_BUDGET_MS",
-      "a positive integer (ms)",
-      positiveInt,
-      5000,
-    ),
-    ingestionStaleAfterMs: read(
-      env,
-      "INGESTION_STALE_AFTER_MS",
-      "a positive integer (ms)",
-      positiveInt,
-      600_000,
-    ),
-    standbyRetryMs: read(env, "STANDBY_RETRY_MS", "a positive integer (ms)", positiveInt, 3000),
-    embeddedPgPort: read(env, "EMBEDDED_PG_PORT", "a port number from 1 to 65535", port, 54329),
+    pollIntervalMs: readMs(env, "POLL_INTERVAL_MS", 5000),
+    shutdownBudgetMs: readMs(env, "SHUTDOWN_BUDGET_MS", 5000),
+    ingestionStaleAfterMs: readMs(env, "INGESTION_STALE_AFTER_MS", 600_000),
+    ingestionTimeoutMs: readMs(env, "INGESTION_TIMEOUT_MS", 900_000),
+    standbyRetryMs: readMs(env, "STANDBY_RETRY_MS", 3000),
+    embeddedPgPort: read(env, "EMBEDDED_PG_PORT", "a port number from 1 to 65535", tcpPort, 54329),
     logLevel: read(
       env,
       "LOG_LEVEL",

@@ -13,6 +13,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import type { Logger } from "./log.ts";
 import type { Sql } from "./db.ts";
 import type { QueueLock } from "./lock.ts";
+import { settlesBy } from "./lifecycle.ts";
 import type { Wake } from "./wake.ts";
 import type { JobEvents } from "./events.ts";
 
@@ -38,10 +39,12 @@ export interface ClaimedJob {
  * One queue: a module in `queues/` exporting these members (STYLE.md §4).
  *
  * - `recover` runs on every wake before the claims (so at consumer start too): the queue's rule
- *   for in-flight rows nobody owns.
+ *   for in-flight rows nobody owns, and any repair of work whose effects did not finish. It
+ *   should return promptly once `signal` aborts.
  * - `claim` atomically takes the next job (one statement, SKIP LOCKED) or returns null.
- * - `run` does the work and settles the job with fenced writes. It must reject with the signal's
- *   reason once `signal` aborts (shutdown or lost lock) without settling anything.
+ * - `run` does the work and settles the job with fenced writes. Once `signal` aborts for shutdown
+ *   or a lost lock it must reject with the signal's reason without settling anything; when the
+ *   reason is a run timeout ({@linkcode isRunTimeout}) it settles the job as the queue sees fit.
  * - `giveBack` returns an aborted job to its queue with a fenced write; false when the claim was
  *   already lost (0 rows), which is logged and never "fixed".
  */
@@ -50,7 +53,7 @@ export interface Queue<J extends ClaimedJob, C extends QueueContext> {
   readonly name: string;
   /** The table; its NOTIFY channel is `<schema>.<table>`. */
   readonly table: string;
-  recover(ctx: C): Promise<void>;
+  recover(ctx: C, signal: AbortSignal): Promise<void>;
   claim(ctx: C): Promise<J | null>;
   run(ctx: C, job: J, signal: AbortSignal): Promise<void>;
   giveBack(ctx: C, job: J): Promise<boolean>;
@@ -67,6 +70,16 @@ export interface ConsumerOptions<J extends ClaimedJob, C extends QueueContext> {
   pollIntervalMs: number;
   /** How often (ms) a standing-by consumer retries the lock. */
   standbyRetryMs: number;
+  /**
+   * Longest a run may take, in ms: then its signal aborts with a `TimeoutError` DOMException and
+   * the queue decides what that means (a stuck run must not hold a sequential queue forever).
+   */
+  runTimeoutMs: number;
+}
+
+/** Whether an abort reason is a run timeout (as opposed to shutdown or a lost lock). */
+export function isRunTimeout(reason: unknown): boolean {
+  return reason instanceof DOMException && reason.name === "TimeoutError";
 }
 
 interface InFlight<J> {
@@ -81,17 +94,6 @@ const ERROR_PAUSE_MS = 1000;
 // An abortable sleep: resolves early, never rejects, when `signal` aborts.
 function pause(ms: number, signal: AbortSignal): Promise<void> {
   return sleep(ms, undefined, { signal }).catch(() => {});
-}
-
-/** Resolve true when `promise` settles before `deadline` (a `performance.now()` time in ms). */
-function settlesBy(promise: Promise<unknown>, deadline: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const timer = setTimeout(() => resolve(false), Math.max(0, deadline - performance.now()));
-    promise.then(
-      () => (clearTimeout(timer), resolve(true)),
-      () => (clearTimeout(timer), resolve(true)),
-    );
-  });
 }
 
 /**
@@ -129,12 +131,14 @@ export class Consumer<J extends ClaimedJob, C extends QueueContext> {
   async stop(deadline: number): Promise<void> {
     this.#stopping.abort(new Error("Shutting down"));
     const current = this.#inFlight;
-    if (current && !(await settlesBy(current.done, deadline))) {
+    // Keep part of the time for the give-back itself, so it lands inside the budget.
+    const reserve = Math.min(1000, Math.max(50, (deadline - performance.now()) / 4));
+    if (current && !(await settlesBy(current.done, deadline - reserve))) {
       this.#log.warn({ id: current.job.id }, "job ignored its abort signal; giving it back");
-      await settlesBy(this.#giveBack(current), deadline + 250);
+      await settlesBy(this.#giveBack(current), deadline);
     }
     if (this.#loop) await settlesBy(this.#loop, deadline);
-    await this.#o.lock.release();
+    await settlesBy(this.#o.lock.release(), deadline);
   }
 
   async #standBy(): Promise<void> {
@@ -172,7 +176,7 @@ export class Consumer<J extends ClaimedJob, C extends QueueContext> {
     try {
       while (await wake.wait(active)) {
         try {
-          await queue.recover(ctx);
+          await queue.recover(ctx, active);
           while (!active.aborted) {
             const job = await queue.claim(ctx);
             if (!job) break;
@@ -194,11 +198,18 @@ export class Consumer<J extends ClaimedJob, C extends QueueContext> {
     const abort = new AbortController();
     const forward = () => abort.abort(active.reason);
     active.addEventListener("abort", forward, { once: true });
+    const timeout = new AbortController();
+    const timer = setTimeout(
+      () =>
+        timeout.abort(new DOMException(`Run exceeded ${this.#o.runTimeoutMs} ms`, "TimeoutError")),
+      this.#o.runTimeoutMs,
+    );
+    const signal = AbortSignal.any([abort.signal, timeout.signal]);
     this.#log.info({ id: job.id, attempt: job.attempt_count }, "job claimed");
     const current: InFlight<J> = { job, abort, done: Promise.resolve(), givenBack: false };
     current.done = (async () => {
       try {
-        await queue.run(ctx, job, abort.signal);
+        await queue.run(ctx, job, signal);
       } catch (err) {
         if (abort.signal.aborted) await this.#giveBack(current);
         else this.#log.error({ id: job.id, err }, "job run threw; it stays in flight until stale");
@@ -208,6 +219,7 @@ export class Consumer<J extends ClaimedJob, C extends QueueContext> {
     try {
       await current.done;
     } finally {
+      clearTimeout(timer);
       active.removeEventListener("abort", forward);
       this.#inFlight = undefined;
     }
@@ -221,7 +233,10 @@ export class Consumer<J extends ClaimedJob, C extends QueueContext> {
       if (await queue.giveBack(ctx, current.job)) {
         this.#log.info({ id: current.job.id }, "job given back");
       } else {
-        this.#log.warn({ id: current.job.id }, "give-back matched no row: the claim was lost");
+        this.#log.warn(
+          { id: current.job.id },
+          "give-back matched no row: the job already settled or its claim was lost",
+        );
       }
     } catch (err) {
       this.#log.error({ id: current.job.id, err }, "give-back failed; the job stays in flight");

@@ -71,11 +71,16 @@ export interface Tx {
 /**
  * Run `body` in one transaction and, only once it has committed, its `afterCommit` effects.
  *
+ * With a `signal`, an abort cancels the statement the transaction is running
+ * (`pg_cancel_backend`), and a body that finishes after the abort is rolled back instead of
+ * committed: a shutdown never waits on a long save, and never half-commits one.
+ *
  * @param sql the pool.
  * @param log where failing effects are reported.
  * @param body the transaction; throw to roll back (its effects are then discarded).
+ * @param signal optional; aborting it rolls the transaction back (rejecting with the reason).
  * @returns what `body` returned, after every effect has run.
- * @throws whatever `body` or COMMIT threw; effects never throw to the caller.
+ * @throws whatever `body` or COMMIT threw, or `signal.reason`; effects never throw to the caller.
  * @example
  * await transaction(sql, log, async (tx) => {
  *   await tx.sql`update jobs set status = 'Completed' where id = ${id}`;
@@ -86,11 +91,33 @@ export async function transaction<T>(
   sql: Sql,
   log: Logger,
   body: (tx: Tx) => Promise<T>,
+  signal?: AbortSignal,
 ): Promise<T> {
+  signal?.throwIfAborted();
   const effects: Array<() => void | Promise<void>> = [];
-  const result = await sql.begin((txSql) =>
-    body({ sql: txSql, afterCommit: (effect) => void effects.push(effect) })
-  );
+  let cancel: (() => void) | undefined;
+  let result: T;
+  try {
+    result = await sql.begin(async (txSql) => {
+      if (signal) {
+        const [{ pid }] = await txSql<{ pid: number }[]>`select pg_backend_pid() as pid`;
+        // Sent on another connection while this one is busy; only while the body runs, so it can
+        // never reach a later user of this pooled connection.
+        cancel = () => void sql`select pg_cancel_backend(${pid})`.catch(() => {});
+        signal.addEventListener("abort", cancel, { once: true });
+      }
+      const value = await body({ sql: txSql, afterCommit: (effect) => void effects.push(effect) });
+      if (signal) signal.removeEventListener("abort", cancel!);
+      // An abort that came between statements must still roll the work back.
+      signal?.throwIfAborted();
+      return value;
+    }) as T;
+  } catch (err) {
+    if (signal?.aborted) throw signal.reason;
+    throw err;
+  } finally {
+    if (cancel) signal?.removeEventListener("abort", cancel);
+  }
   for (const effect of effects) {
     try {
       await effect();
@@ -98,5 +125,5 @@ export async function transaction<T>(
       log.error({ err }, "after-commit effect failed");
     }
   }
-  return result as T;
+  return result;
 }

@@ -128,20 +128,41 @@ export class Lifecycle {
 }
 
 /**
+ * Whether `promise` settles (either way) before `deadline`.
+ *
+ * @param deadline a `performance.now()` time in ms.
+ * @returns true when it settled in time; false at the deadline (the promise is left running).
+ * @example
+ * if (!(await settlesBy(server.shutdown(), performance.now() + 1000))) log.warn("still open");
+ */
+export function settlesBy(promise: Promise<unknown>, deadline: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => resolve(false), Math.max(0, deadline - performance.now()));
+    promise.then(
+      () => (clearTimeout(timer), resolve(true)),
+      () => (clearTimeout(timer), resolve(true)),
+    );
+  });
+}
+
+/**
  * Wait until `probe` succeeds, retrying with capped exponential backoff and saying so in the log
  * (a database unreachable at startup must never crash-loop silently).
  *
  * @param what names the dependency in the log, e.g. `database`.
  * @param probe throws while the dependency is unreachable.
  * @param signal stops the wait (shutdown during startup).
+ * @param isPermanent tells an error that retrying cannot fix (bad password, missing database).
  * @param maxDelayMs cap of the delay between attempts (default 10_000 ms).
  * @returns true once the probe succeeded; false when `signal` aborted first.
+ * @throws the probe's error when `isPermanent` says so.
  */
 export async function waitUntilReachable(
   what: string,
   probe: () => Promise<unknown>,
   log: Logger,
   signal: AbortSignal,
+  isPermanent: (err: unknown) => boolean = () => false,
   maxDelayMs = 10_000,
 ): Promise<boolean> {
   for (let attempt = 1; !signal.aborted; attempt++) {
@@ -150,6 +171,7 @@ export async function waitUntilReachable(
       if (attempt > 1) log.info({ what, attempt }, "dependency reachable");
       return true;
     } catch (err) {
+      if (isPermanent(err)) throw err;
       const delayMs = Math.min(maxDelayMs, 250 * 2 ** (attempt - 1));
       log.warn({ what, attempt, delayMs, err: String(err) }, "dependency unreachable; retrying");
       await sleep(delayMs, undefined, { signal }).catch(() => {});

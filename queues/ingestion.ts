@@ -20,9 +20,9 @@
  */
 import { transaction, type TxSql } from "../lib/db.ts";
 import type { JobEvent } from "../lib/events.ts";
-import type { ClaimedJob, QueueContext } from "../lib/consumer.ts";
+import { type ClaimedJob, isRunTimeout, type QueueContext } from "../lib/consumer.ts";
 import { extractBook, type ExtractedBook, UnreadableBookError } from "../books/extract.ts";
-import { removeOtherAssetVersions, writeAssets } from "../books/assets.ts";
+import { publishAssets, repairAssets } from "./_ingestion_assets.ts";
 import { resolveSourceFile } from "../books/source_path.ts";
 
 /** Queue name used in logs, events and the lock key. */
@@ -129,10 +129,13 @@ export async function retry(ctx: QueueContext, id: string): Promise<IngestionJob
 // --- The consumer's verbs ---
 
 /**
- * Fail stale rows at the attempts cap. Runs on every wake; the partial index keeps it cheap.
- * Below the cap a stale row is not touched here: {@linkcode claim} takes it again.
+ * Fail stale rows at the attempts cap, and rewrite chapter assets whose post-commit write was cut
+ * short. Runs on every wake; partial indexes keep both cheap. Below the cap a stale row is not
+ * touched here: {@linkcode claim} takes it again.
+ *
+ * @param signal stops an asset repair between files (shutdown).
  */
-export async function recover(ctx: IngestionContext): Promise<void> {
+export async function recover(ctx: IngestionContext, signal: AbortSignal): Promise<void> {
   const rows = await ctx.sql<{ id: string; attempt_count: number }[]>`
     update ingestion_jobs
     set status = 'Failed', claimed_by = null, finished_at = now(), updated_at = now(),
@@ -152,6 +155,7 @@ export async function recover(ctx: IngestionContext): Promise<void> {
       attempt: row.attempt_count,
     });
   }
+  await repairAssets(ctx, signal);
 }
 
 /**
@@ -226,26 +230,39 @@ export async function run(
     // An extractor may return a truncated result on cancel instead of throwing (ADR-022, the PDF
     // extractor): never save what a cancelled run produced.
     signal.throwIfAborted();
-  } catch (err) {
-    if (signal.aborted) throw signal.reason;
-    if (err instanceof UnreadableBookError || err instanceof RangeError) {
-      return await fail(ctx, job, err.message);
-    }
-    return await retryLater(ctx, job, err);
-  }
-  try {
-    await save(ctx, job, book);
+    await save(ctx, job, book, signal);
   } catch (err) {
     if (err instanceof ClaimLostError) {
       ctx.log.warn({ queue: name, id: job.id }, "completion matched no row: the claim was lost");
       return;
     }
-    if (signal.aborted) throw signal.reason;
+    if (signal.aborted) {
+      if (!isRunTimeout(signal.reason)) throw signal.reason;
+      return await retryLater(ctx, job, signal.reason);
+    }
+    if (err instanceof UnreadableBookError || err instanceof RangeError) {
+      return await fail(ctx, job, err.message);
+    }
+    // SQLSTATE class 22 (data exception): the extracted text itself cannot be stored, and never
+    // will be; retrying would only delay the same failure.
+    const code = (err as { code?: unknown }).code;
+    if (typeof code === "string" && code.startsWith("22")) {
+      return await fail(
+        ctx,
+        job,
+        `Cannot store the book read from "${job.source_path}": ${(err as Error).message}`,
+      );
+    }
     return await retryLater(ctx, job, err);
   }
 }
 
-async function save(ctx: IngestionContext, job: IngestionJob, book: ExtractedBook): Promise<void> {
+async function save(
+  ctx: IngestionContext,
+  job: IngestionJob,
+  book: ExtractedBook,
+  signal: AbortSignal,
+): Promise<void> {
   await transaction(ctx.sql, ctx.log, async (tx) => {
     // The fence first: it also row-locks the job, so a concurrent give-back waits and then
     // matches nothing, instead of un-counting a completed job.
@@ -283,8 +300,16 @@ async function save(ctx: IngestionContext, job: IngestionJob, book: ExtractedBoo
       await tx.sql`update ingestion_jobs set edition_id = ${edition.id} where id = ${job.id}`;
     }
     tx.afterCommit(async () => {
-      await writeAssets(ctx.storageDir, edition.id, edition.asset_version, book.chapters);
-      await removeOtherAssetVersions(ctx.storageDir, edition.id, edition.asset_version);
+      try {
+        await publishAssets(ctx, edition.id, edition.asset_version, book.chapters, signal);
+      } catch (err) {
+        // The database holds the chapters: recover() rewrites the assets on the next wake.
+        if (!signal.aborted) throw err;
+        ctx.log.info(
+          { queue: name, edition: edition.id },
+          "asset write interrupted; it will be redone",
+        );
+      }
     });
     tx.afterCommit(() =>
       ctx.events.publish({
@@ -295,7 +320,7 @@ async function save(ctx: IngestionContext, job: IngestionJob, book: ExtractedBoo
         attempt: job.attempt_count,
       })
     );
-  });
+  }, signal);
   ctx.log.info({ queue: name, id: job.id, chapters: book.chapters.length }, "job completed");
 }
 

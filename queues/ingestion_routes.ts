@@ -11,6 +11,7 @@
  * @module
  */
 import { Hono } from "hono";
+import { createMiddleware } from "hono/factory";
 import { zValidator } from "@hono/zod-validator";
 import { z } from "zod";
 import { editionExists, enqueue, getJob, type IngestionContext, retry } from "./ingestion.ts";
@@ -36,6 +37,15 @@ function invalid(result: Checked): Response | undefined {
   return Response.json({ error: `Invalid ${where}: ${issue.message}` }, { status: 400 });
 }
 
+// Without this, a body sent as text/plain would be read as `{}` and the error would blame a
+// missing field instead of the header.
+const requireJson = createMiddleware(async (c, next) => {
+  if (!/^application\/([\w.+-]*\+)?json\b/i.test(c.req.header("content-type") ?? "")) {
+    return c.json({ error: "Expected Content-Type: application/json" }, 415);
+  }
+  return await next();
+});
+
 /**
  * Build the ingestion routes.
  *
@@ -45,34 +55,24 @@ function invalid(result: Checked): Response | undefined {
 export function ingestionRoutes(ctx: IngestionContext): Hono {
   const app = new Hono();
 
-  app.post("/jobs", zValidator("json", enqueueBody, invalid), async (c) => {
+  app.post("/jobs", requireJson, zValidator("json", enqueueBody, invalid), async (c) => {
     const body = c.req.valid("json");
+    const refuse = (why: string) =>
+      c.json({ error: `Cannot use source_path "${body.source_path}": ${why}` }, 400);
     let sourcePath: string;
-    let file: string;
+    let info: Deno.FileInfo;
     try {
       sourcePath = resolveSourcePath(ctx.storageDir, body.source_path);
-      file = await resolveSourceFile(ctx.storageDir, sourcePath);
+      info = await Deno.stat(await resolveSourceFile(ctx.storageDir, sourcePath));
     } catch (err) {
-      if (!(err instanceof RangeError)) throw err;
-      return c.json({ error: err.message }, 400);
-    }
-    try {
-      const info = await Deno.stat(file);
-      if (!info.isFile && !info.isFifo) {
-        return c.json(
-          { error: `Cannot use source_path "${body.source_path}": it is not a file` },
-          400,
-        );
+      if (err instanceof RangeError) return c.json({ error: err.message }, 400);
+      if (err instanceof Deno.errors.NotFound || err instanceof Deno.errors.NotADirectory) {
+        return refuse("no such file in STORAGE_DIR");
       }
-    } catch (err) {
-      if (!(err instanceof Deno.errors.NotFound || err instanceof Deno.errors.NotADirectory)) {
-        throw err;
-      }
-      return c.json(
-        { error: `Cannot use source_path "${body.source_path}": no such file in STORAGE_DIR` },
-        400,
-      );
+      throw err;
     }
+    // A FIFO or a device could block the one sequential consumer or never end.
+    if (!info.isFile) return refuse("it is not a regular file");
     const editionId = body.edition_id ?? null;
     if (editionId && !(await editionExists(ctx, editionId))) {
       return c.json({ error: `Cannot re-ingest edition ${editionId}: no such edition` }, 400);

@@ -9,9 +9,14 @@ create table editions (
   -- The chapter assets on disk live under editions/<id>/v<asset_version>/; bumped by every ingest
   -- so the previous version can be deleted once the new one is written.
   asset_version integer not null default 0,
+  -- The version completely written to disk (after the commit that saved asset_version). They
+  -- differ only while a write runs or after one was cut short; the consumer then rewrites it.
+  assets_version integer not null default 0,
   created_at timestamptz not null default now(),
   updated_at timestamptz not null default now()
 );
+
+create index editions_assets_behind on editions (id) where assets_version <> asset_version;
 
 create table chapters (
   edition_id bigint not null references editions (id) on delete cascade,

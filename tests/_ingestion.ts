@@ -107,6 +107,7 @@ export async function startConsumer(
   options: {
     pollIntervalMs?: number;
     standbyRetryMs?: number;
+    runTimeoutMs?: number;
     queue?: Queue<IngestionJob, IngestionContext>;
     applicationName?: string;
   } = {},
@@ -127,6 +128,7 @@ export async function startConsumer(
     wake,
     pollIntervalMs: options.pollIntervalMs ?? 30_000,
     standbyRetryMs: options.standbyRetryMs ?? 100,
+    runTimeoutMs: options.runTimeoutMs ?? 60_000,
   });
   consumer.start();
   return {

@@ -87,6 +87,9 @@ dbTest(
     const outside = await Deno.makeTempFile();
     await Deno.symlink(outside, `${ctx.storageDir}/link.txt`);
     await Deno.mkdir(`${ctx.storageDir}/folder.txt`);
+    await Deno.symlink("loop2.txt", `${ctx.storageDir}/loop1.txt`);
+    await Deno.symlink("loop1.txt", `${ctx.storageDir}/loop2.txt`);
+    await new Deno.Command("mkfifo", { args: [`${ctx.storageDir}/fifo.txt`] }).output();
     const cases: Array<[unknown, number, RegExp]> = [
       ["{not json", 400, /JSON/i],
       [{}, 400, /source_path/],
@@ -97,7 +100,11 @@ dbTest(
       [{ source_path: "sub/../../book.txt" }, 400, /inside STORAGE_DIR/],
       [{ source_path: "missing.txt" }, 400, /no such file/],
       [{ source_path: "link.txt" }, 400, /outside STORAGE_DIR through a symlink/],
-      [{ source_path: "folder.txt" }, 400, /not a file/],
+      [{ source_path: "folder.txt" }, 400, /not a regular file/],
+      [{ source_path: "book.txt/inner.txt" }, 400, /no such file/],
+      [{ source_path: `${"x".repeat(300)}.txt` }, 400, /too long/],
+      [{ source_path: "loop1.txt" }, 400, /loops through symlinks/],
+      [{ source_path: "fifo.txt" }, 400, /not a regular file/],
       [{ source_path: "." }, 400, /inside STORAGE_DIR/],
       [{ source_path: "book.txt", edition_id: "abc" }, 400, /edition_id/],
       [{ source_path: "book.txt", edition_id: "99" }, 400, /no such edition/],

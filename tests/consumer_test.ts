@@ -233,5 +233,30 @@ dbTest("Consumer.stop() aborts a run blocked on a FIFO and gives the claim back"
   assert.deepEqual([row.status, row.attempt_count, row.error], ["Queued", 0, null]);
   assert.deepEqual(rec.events.map((e) => e.transition), ["claimed", "given_back"]);
   // Release the abandoned blocking open so the test leaks no pending op.
-  (await Deno.open(fifo, { write: true })).close();
+  // O_RDWR never blocks on a FIFO, and as a writer it releases any open still waiting.
+  (await Deno.open(fifo, { read: true, write: true })).close();
 });
+
+dbTest(
+  "Consumer aborts a run past its timeout and the job is retried later, not given back",
+  async (db) => {
+    const ctx = await ingestionContext(db);
+    const fifo = `${ctx.storageDir}/stuck.txt`;
+    assert.equal((await new Deno.Command("mkfifo", { args: [fifo] }).output()).code, 0);
+    const running = await startConsumer(db, ctx, { runTimeoutMs: 300 });
+    try {
+      const id = await enqueueBook(db, "stuck.txt");
+      await waitFor("the timed-out run to be requeued", async () => {
+        const row = await jobRow(db, id);
+        return row.status === "Queued" && row.attempt_count === 1 ? row : null;
+      }, 5000);
+      const row = await jobRow(db, id);
+      assert.match(row.error ?? "", /attempt 1 of 3 failed, will retry: Run exceeded 300 ms/);
+      assert.ok(row.run_after.getTime() > Date.now());
+    } finally {
+      await running.stop();
+      // O_RDWR never blocks on a FIFO, and as a writer it releases any open still waiting.
+      (await Deno.open(fifo, { read: true, write: true })).close();
+    }
+  },
+);

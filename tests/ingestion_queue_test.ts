@@ -85,7 +85,7 @@ dbTest("recover() fails a stale job at the attempts cap; claim() leaves it alone
     where id = ${id}`;
   assert.equal(await ingestion.claim(ctx), null);
   const rec = recordEvents(ctx.events);
-  await ingestion.recover(ctx);
+  await ingestion.recover(ctx, new AbortController().signal);
   await rec.stop();
   const row = await jobRow(db, id);
   assert.equal(row.status, "Failed");
@@ -314,5 +314,71 @@ Deno.test("resolveSourcePath() refuses paths outside the storage root", () => {
     assert.throws(() => resolveSourcePath("/srv/storage", bad), RangeError, bad);
   }
   assert.equal(resolveSourcePath("/srv/storage", "a/./b.txt"), "a/b.txt");
+  assert.equal(resolveSourcePath("/srv/storage", "..a.txt"), "..a.txt");
   assert.equal(resolveSourcePath("/srv/storage", "/srv/storage/a.txt"), "a.txt");
+});
+
+dbTest(
+  "recover() rewrites assets whose post-commit write was cut short, from the database",
+  async (db) => {
+    const ctx = await ingestionContext(db);
+    const id = await insertJob(db, await writeSource(ctx.storageDir, "book.txt", SMALL_BOOK));
+    await ingestion.run(ctx, (await ingestion.claim(ctx))!, new AbortController().signal);
+    const editionId = (await jobRow(db, id)).edition_id!;
+    const [written] = await db.sql`select asset_version, assets_version from editions`;
+    assert.deepEqual([written.asset_version, written.assets_version], [1, 1]);
+    // The process died between the commit and the end of the asset write.
+    await Deno.remove(`${ctx.storageDir}/editions/${editionId}`, { recursive: true });
+    await Deno.mkdir(`${ctx.storageDir}/editions/${editionId}/.v1-partial`, { recursive: true });
+    await db.sql`update editions set assets_version = 0`;
+    await ingestion.recover(ctx, new AbortController().signal);
+    assert.deepEqual(await listAssetVersions(ctx.storageDir, editionId), ["v1"]);
+    const files = [...Deno.readDirSync(`${ctx.storageDir}/editions/${editionId}/v1`)].map((f) =>
+      f.name
+    );
+    assert.deepEqual(files.sort(), ["1.html", "2.html", "3.html"]);
+    const html = await Deno.readTextFile(`${ctx.storageDir}/editions/${editionId}/v1/2.html`);
+    const [chapter] = await db
+      .sql`select html from chapters where edition_id = ${editionId} and position = 2`;
+    assert.equal(html, chapter.html);
+    const [after] = await db.sql`select assets_version from editions`;
+    assert.equal(after.assets_version, 1);
+  },
+);
+
+dbTest("run() aborted during a slow save cancels the statement and commits nothing", async (db) => {
+  const ctx = await ingestionContext(db);
+  const id = await insertJob(db, await writeSource(ctx.storageDir, "book.txt", SMALL_BOOK));
+  const job = await ingestion.claim(ctx);
+  const holder = connect(db.url, { schema: db.schema, applicationName: "test-holder", max: 1 });
+  const locked = Promise.withResolvers<void>();
+  const release = Promise.withResolvers<void>();
+  const holding = holder.begin(async (tx) => {
+    await tx`lock table editions in access exclusive mode`;
+    locked.resolve();
+    await release.promise;
+  });
+  try {
+    await locked.promise;
+    const abort = new AbortController();
+    const running = ingestion.run(ctx, job!, abort.signal);
+    await waitFor("the save to wait on the lock", async () => {
+      const rows = await db.sql`
+        select 1 from pg_stat_activity
+        where wait_event_type = 'Lock' and application_name = 'test-t' and query ilike '%editions%'`;
+      return rows.length > 0;
+    });
+    const reason = new Error("Shutting down");
+    const t0 = performance.now();
+    abort.abort(reason);
+    await assert.rejects(running, (err) => err === reason);
+    assert.ok(performance.now() - t0 < 1000, "the blocked statement was cancelled");
+  } finally {
+    release.resolve();
+    await holding;
+    await holder.end({ timeout: 1 });
+  }
+  const row = await jobRow(db, id);
+  assert.deepEqual([row.status, row.edition_id], ["Processing", null]);
+  assert.equal(await ingestion.giveBack(ctx, job!), true, "the row lock is free for the give-back");
 });

@@ -1,0 +1,71 @@
+/**
+ * The ingestion queue's post-commit effect: an edition's chapter assets on disk, derived from the
+ * chapters the completing transaction saved. `editions.asset_version` names the version the
+ * database holds; `editions.assets_version` the version completely written to disk. They differ
+ * only while a write is under way, or after one was cut short (crash, shutdown, disk full) — then
+ * {@linkcode repairAssets} rewrites the version from the database, which holds the truth.
+ *
+ * @module
+ */
+import type { QueueContext } from "../lib/consumer.ts";
+import { removeOtherAssetVersions, writeAssets } from "../books/assets.ts";
+
+/** Editions repaired per call, so one wake never holds the queue for long. */
+const REPAIRS_PER_WAKE = 10;
+
+/**
+ * Write an edition's asset version, delete every other version, then record it as written.
+ *
+ * @param chapters `{ html }` per chapter, in order.
+ * @param signal stops the write between files (it is then redone by {@linkcode repairAssets}).
+ * @throws the file-system error, or `signal.reason`.
+ */
+export async function publishAssets(
+  ctx: QueueContext & { readonly storageDir: string },
+  editionId: string,
+  version: number,
+  chapters: ReadonlyArray<{ html: string }>,
+  signal: AbortSignal,
+): Promise<void> {
+  await writeAssets(ctx.storageDir, editionId, version, chapters, signal);
+  await removeOtherAssetVersions(ctx.storageDir, editionId, version);
+  // Fenced on the version: a newer ingest of the same edition must not be marked written by this.
+  await ctx.sql`
+    update editions set assets_version = ${version}
+    where id = ${editionId} and asset_version = ${version}`;
+}
+
+/**
+ * Rewrite the assets of editions whose written version lags the saved one.
+ *
+ * @returns how many editions were repaired.
+ * @throws the database error; a file-system error for one edition is logged and skipped.
+ */
+export async function repairAssets(
+  ctx: QueueContext & { readonly storageDir: string },
+  signal: AbortSignal,
+): Promise<number> {
+  const behind = await ctx.sql<{ id: string; asset_version: number }[]>`
+    select id, asset_version from editions
+    where assets_version <> asset_version
+    order by id
+    limit ${REPAIRS_PER_WAKE}`;
+  let repaired = 0;
+  for (const edition of behind) {
+    if (signal.aborted) break;
+    const chapters = await ctx.sql<{ html: string }[]>`
+      select html from chapters where edition_id = ${edition.id} order by position`;
+    try {
+      await publishAssets(ctx, edition.id, edition.asset_version, chapters, signal);
+      ctx.log.warn(
+        { edition: edition.id, version: edition.asset_version },
+        "asset version rewritten from the database",
+      );
+      repaired++;
+    } catch (err) {
+      if (signal.aborted) break;
+      ctx.log.error({ edition: edition.id, err }, "asset repair failed; retrying on the next wake");
+    }
+  }
+  return repaired;
+}

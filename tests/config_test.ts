@@ -1,0 +1,53 @@
+import assert from "node:assert/strict";
+import { ConfigError, parseConfig } from "../lib/config.ts";
+
+Deno.test("parseConfig() gives the documented defaults", () => {
+  const config = parseConfig({});
+  assert.equal(config.databaseUrl, undefined);
+  assert.equal(config.host, "127.0.0.1");
+  assert.equal(config.port, 8787);
+  assert.equal(config.pollIntervalMs, 5000);
+  assert.equal(config.shutdownBudgetMs, 5000);
+  assert.equal(config.ingestionStaleAfterMs, 600_000);
+  assert.equal(config.storageDir, ".data/storage");
+  assert.ok(Object.isFrozen(config));
+});
+
+Deno.test("parseConfig() names the variable, what it expected and what it received", () => {
+  const cases: Array<[Record<string, string>, string]> = [
+    [{ PORT: "abc" }, 'Cannot parse PORT: expected a port number from 0 to 65535, received "abc"'],
+    [{ POLL_INTERVAL_MS: "-5" }, "Cannot parse POLL_INTERVAL_MS"],
+    [{ SHUTDOWN_BUDGET_MS: "0" }, "Cannot parse SHUTDOWN_BUDGET_MS"],
+    [{ POLL_INTERVAL_MS: "99999999999" }, "up to 2147483647"],
+    [{ STANDBY_RETRY_MS: "1.5" }, "Cannot parse STANDBY_RETRY_MS"],
+    [{ DATABASE_URL: "mysql://x" }, "Cannot parse DATABASE_URL"],
+    [{ DATABASE_URL: "postgres://%zz@127.0.0.1/x" }, "Cannot parse DATABASE_URL"],
+    [{ DATABASE_URL: "postgres://127.0.0.1:99999/x" }, "Cannot parse DATABASE_URL"],
+    [{ DATABASE_SCHEMA: "Public" }, "Cannot parse DATABASE_SCHEMA"],
+    [{ DATABASE_SCHEMA: "pg_jobs" }, "not starting with pg_"],
+    [{ INTERNAL_API_TOKEN: "short" }, "Cannot parse INTERNAL_API_TOKEN"],
+    [{ EMBEDDED_PG_PORT: "0" }, "Cannot parse EMBEDDED_PG_PORT"],
+    [{ LOG_LEVEL: "loud" }, "Cannot parse LOG_LEVEL"],
+  ];
+  for (const [env, message] of cases) {
+    assert.throws(() => parseConfig(env), (err: unknown) => {
+      assert.ok(err instanceof ConfigError);
+      assert.ok(err.message.includes(message), `${err.message} should include ${message}`);
+      return true;
+    });
+  }
+});
+
+Deno.test("parseConfig() accepts good values and treats an empty string as unset", () => {
+  const config = parseConfig({
+    DATABASE_URL: "postgresql://u:p%40ss@db.internal:6543/jobs",
+    PORT: "0",
+    POLL_INTERVAL_MS: "250",
+    INTERNAL_API_TOKEN: "0123456789abcdef",
+    SHUTDOWN_BUDGET_MS: "",
+  });
+  assert.equal(config.databaseUrl, "postgresql://u:p%40ss@db.internal:6543/jobs");
+  assert.equal(config.port, 0);
+  assert.equal(config.pollIntervalMs, 250);
+  assert.equal(config.shutdownBudgetMs, 5000);
+});
