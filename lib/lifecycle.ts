@@ -22,6 +22,9 @@ const PHASE_END: Record<Phase, number> = { consumers: 0.7, drains: 0.85, http: 0
 /** A stop step: must settle by `deadline` (a `performance.now()` time in ms). */
 export type StopStep = (deadline: number) => Promise<void>;
 
+/** The same signal again within this many ms is one request delivered twice (see installSignals). */
+const DUPLICATE_SIGNAL_MS = 100;
+
 /** Exit code for "stopped by a second signal": 128 + SIGINT. */
 export const FORCED_EXIT_CODE = 130;
 
@@ -68,15 +71,21 @@ export class Lifecycle {
 
   /**
    * SIGTERM or SIGINT starts {@linkcode shutdown} and exits with its code; a second one exits at
-   * once with {@linkcode FORCED_EXIT_CODE}.
+   * once with {@linkcode FORCED_EXIT_CODE}. The same signal repeated within 100 ms counts once.
    */
   installSignals(): void {
+    let first: { signal: Deno.Signal; at: number } | undefined;
     for (const signal of ["SIGTERM", "SIGINT"] as const) {
       Deno.addSignalListener(signal, () => {
-        if (this.#shutdown) {
+        if (first) {
+          // A terminal's Ctrl-C reaches us twice when we run under `deno task`: once through the
+          // process group and once forwarded by the task runner, ~1 ms apart. That is one
+          // request, not a second one.
+          if (signal === first.signal && performance.now() - first.at < DUPLICATE_SIGNAL_MS) return;
           this.#log.warn({ signal }, "second signal; exiting now");
           Deno.exit(FORCED_EXIT_CODE);
         }
+        first = { signal, at: performance.now() };
         this.#log.info({ signal, budgetMs: this.#budgetMs }, "shutting down");
         this.shutdown().then((code) => Deno.exit(code));
       });
