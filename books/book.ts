@@ -29,9 +29,10 @@ export interface ExtractedBook {
 }
 
 /**
- * Thrown when the file itself cannot be read as a book: missing, empty, not valid UTF-8, a broken
- * EPUB, no chapters. Permanent: the job must fail at once, not retry. Any other error from
- * `extractBook` (permission, I/O, abort) is transient and is not this class.
+ * Thrown when the file itself cannot be read as a book: missing, empty, not valid UTF-8, plain
+ * text with a NUL byte, a broken EPUB, markup that cannot be parsed, no chapters. Permanent: the
+ * job must fail at once, not retry. Any other error from `extractBook` (permission, I/O, abort) is
+ * transient and is not this class.
  */
 export class UnreadableBookError extends Error {
   override name = "UnreadableBookError";
@@ -64,6 +65,23 @@ export function unreadableBook(
   return cause === undefined
     ? new UnreadableBookError(message)
     : new UnreadableBookError(message, { cause });
+}
+
+/**
+ * Say why a format reader or a library it calls threw while parsing a file, as the detail of an
+ * `UnreadableBookError` reason. Parsing is deterministic, so such a throw is about the file.
+ *
+ * @param error what the parse threw.
+ * @returns `it is nested too deeply` for a stack overflow, a RangeError's message (e.g. the
+ *   nesting bound of `books/markup.ts`), else `<name>: <message>`.
+ */
+export function describeParseError(error: unknown): string {
+  if (!(error instanceof Error)) return String(error);
+  // V8's wording; a recursive descent through the file's structure is the only deep recursion.
+  if (error instanceof RangeError && /call stack size/i.test(error.message)) {
+    return "it is nested too deeply";
+  }
+  return error instanceof RangeError ? error.message : `${error.name}: ${error.message}`;
 }
 
 /**

@@ -9,6 +9,7 @@ import { type UnzipFileInfo, unzipSync } from "fflate";
 import { XMLParser } from "fast-xml-parser";
 import {
   collapseWhitespace,
+  describeParseError,
   type ExtractedBook,
   type ExtractedChapter,
   fileStem,
@@ -57,7 +58,8 @@ const xml = new XMLParser({
  * @throws UnreadableBookError when the file is not a ZIP archive or is truncated, lacks
  *   `META-INF/container.xml` or the package document it names, has an empty spine, a spine idref
  *   missing from the manifest, a manifest href missing from the archive, a file over the unpacked
- *   size limits, or XML or XHTML that is not valid UTF-8 or cannot be parsed.
+ *   size limits, or XML or XHTML that is not valid UTF-8 or cannot be parsed (a chapter nested
+ *   too deeply included).
  */
 export function extractEpub(bytes: Uint8Array, path: string, signal: AbortSignal): ExtractedBook {
   const fail = (reason: string, cause?: unknown): UnreadableBookError =>
@@ -104,12 +106,18 @@ export function extractEpub(bytes: Uint8Array, path: string, signal: AbortSignal
   const documents = archive.unpackAll(new Set(files));
   const chapters: ExtractedChapter[] = files.map((file, index) => {
     signal.throwIfAborted();
-    const page = parseHtmlPage(decode(documents[file], file, fail));
-    const heading = takeFirstElement(page.body, ["h1", "h2", "h3"]);
-    return {
-      title: heading || page.title || `Chapter ${index + 1}`,
-      html: renderChapterHtml(page.body),
-    };
+    const source = decode(documents[file], file, fail);
+    try {
+      const page = parseHtmlPage(source);
+      const heading = takeFirstElement(page.body, ["h1", "h2", "h3"]);
+      return {
+        title: heading || page.title || `Chapter ${index + 1}`,
+        html: renderChapterHtml(page.body),
+      };
+    } catch (error) {
+      // Caught here, not only in the dispatcher, to name the chapter file that is at fault.
+      throw fail(`"${file}" could not be parsed: ${describeParseError(error)}`, error);
+    }
   });
   return { format: "epub", title, author: readAuthor(metadata), chapters };
 }

@@ -1,94 +1,183 @@
 /**
- * The book-extraction entry point: pick the format from the file extension, read the file
- * (abortable, bounded), hand it to that format's reader, and refuse a result with no chapters.
- * This is the folder's public API; the types and the error class are re-exported from `book.ts`,
- * where the format readers get them without importing this dispatcher.
+ * The book-extraction entry point and this folder's public API: `extractBook` runs the extraction
+ * (`extract_in_process.ts`) in a Web Worker (`extract_worker.ts`), so a slow or runaway parse never
+ * blocks the main thread; the types and the error class are re-exported from `book.ts`.
+ *
+ * Why a worker: a 2 MiB HTML file of deeply nested `<div>`s parsed for 17 s on the main thread,
+ * and the HTTP API, the queue-lock heartbeat and the 5 s shutdown budget all stalled behind it
+ * (field report). An abort cannot interrupt synchronous JavaScript, but it can terminate a worker.
+ *
+ * Worker lifecycle: one worker is kept and reused, since starting one loads every format reader
+ * (~60 ms). A call takes the idle worker, or starts one when there is none (the first call, after
+ * an abort, or while another call runs: calls are meant to be sequential, and a concurrent one
+ * gets a worker of its own rather than waiting). When a call settles, its worker becomes the idle
+ * one, or is terminated when there already is one. An abort terminates the call's worker; so does
+ * a worker that failed. The idle worker is terminated after `IDLE_MS` without a call, by an
+ * unref'd timer: an idle Deno worker would otherwise keep `deno run` alive for good.
+ * `closeExtractor` terminates it at once.
  *
  * @module
  */
-import { extname } from "node:path";
-import {
-  type BookFormat,
-  type ExtractedBook,
-  unreadableBook,
-  UnreadableBookError,
-} from "./book.ts";
-import { extractEpub } from "./epub.ts";
-import { extractHtml } from "./html.ts";
-import { extractMarkdown } from "./markdown.ts";
-import { decodeBookText, isBlank, readBookFile } from "./read.ts";
-import { extractText } from "./text.ts";
+import type { ExtractedBook } from "./book.ts";
+import { decodeError, type ExtractRequest, type ExtractResponse } from "./extract_protocol.ts";
 
 export type { BookFormat, ExtractedBook, ExtractedChapter } from "./book.ts";
 export { UnreadableBookError } from "./book.ts";
 
-/** File extension (lower case) → the format it is read as. */
-const FORMATS: ReadonlyMap<string, BookFormat> = new Map([
-  [".txt", "text"],
-  [".md", "markdown"],
-  [".markdown", "markdown"],
-  [".html", "html"],
-  [".htm", "html"],
-  [".xhtml", "html"],
-  [".epub", "epub"],
-]);
+/**
+ * How long the idle worker is kept for the next call, in ms. Back-to-back jobs reuse it; a script
+ * that is done exits at most this long after its last call (or at once after `closeExtractor`).
+ */
+export const IDLE_MS = 2_000;
+
+const WORKER_URL = new URL("./extract_worker.ts", import.meta.url).href;
+
+/** How a request ends: the worker's answer, or an error (an abort reason, a broken worker). */
+type Outcome = { response: ExtractResponse } | { error: unknown };
+
+/** One worker and the request it is answering, if any. */
+class ExtractorWorker {
+  readonly #worker = new Worker(WORKER_URL, { type: "module" });
+  /** Settles the request in flight; `null` while idle. */
+  #settle: ((outcome: Outcome) => void) | null = null;
+  #terminated = false;
+
+  constructor() {
+    this.#worker.onmessage = (event: MessageEvent<ExtractResponse>) => {
+      this.#finish({ response: event.data });
+    };
+    this.#worker.onmessageerror = () => {
+      this.#fail(new Error("Cannot extract book: the extraction worker's answer was unreadable"));
+    };
+    this.#worker.onerror = (event: ErrorEvent) => {
+      // Handled here: unprevented, a worker's error event is rethrown in the main thread.
+      event.preventDefault();
+      this.#fail(new Error(`Cannot extract book: the extraction worker failed: ${event.message}`));
+    };
+  }
+
+  /** Whether the worker is gone (terminated, or failed) and must not be reused. */
+  get terminated(): boolean {
+    return this.#terminated;
+  }
+
+  /**
+   * Ask the worker to extract `path`: resolves with its answer, rejects with `signal.reason` as
+   * soon as the signal aborts (the caller then terminates this worker), or with an Error when the
+   * worker fails.
+   */
+  extract(path: string, signal: AbortSignal): Promise<ExtractResponse> {
+    return new Promise<ExtractResponse>((resolve, reject) => {
+      const onAbort = (): void => this.#finish({ error: signal.reason });
+      this.#settle = (outcome) => {
+        signal.removeEventListener("abort", onAbort);
+        if ("response" in outcome) resolve(outcome.response);
+        else reject(outcome.error);
+      };
+      signal.addEventListener("abort", onAbort, { once: true });
+      const request: ExtractRequest = { path };
+      this.#worker.postMessage(request);
+    });
+  }
+
+  /** Stop the worker, mid-parse or idle; a request in flight rejects. */
+  terminate(): void {
+    this.#terminated = true;
+    this.#worker.terminate();
+    this.#finish({ error: new Error("Cannot extract book: the extraction worker was terminated") });
+  }
+
+  /** Settle the request in flight, if any; a late answer after an abort is dropped here. */
+  #finish(outcome: Outcome): void {
+    const settle = this.#settle;
+    this.#settle = null;
+    settle?.(outcome);
+  }
+
+  /** The worker is broken: never reuse it; the request in flight rejects with `error`. */
+  #fail(error: Error): void {
+    this.#terminated = true;
+    this.#worker.terminate();
+    this.#finish({ error });
+  }
+}
+
+let idle: ExtractorWorker | null = null;
+let idleTimer: ReturnType<typeof setTimeout> | undefined;
 
 /**
- * Read a book file into its title, author and chapters.
+ * Read a book file into its title, author and chapters, in the extraction worker.
  *
  * The format comes from the extension (case-insensitive): `.txt` text, `.md`/`.markdown`
  * Markdown, `.html`/`.htm`/`.xhtml` HTML, `.epub` EPUB. Text formats must be UTF-8. Chapter html
- * is always sanitised (see `books/sanitize.ts`).
+ * is always sanitised (see `books/sanitize.ts`). No string in the result holds U+0000: a plain
+ * text file with a NUL byte is refused, and in the markup formats U+0000 becomes U+FFFD.
  *
  * @param path the book file; a FIFO works, read until its writer closes it.
- * @param signal aborts the extraction promptly, even while opening or reading blocks (a FIFO
- *   with no writer); checked between chapters too.
+ * @param signal aborts the extraction promptly wherever it is (opening a FIFO, reading, parsing):
+ *   the worker is terminated.
  * @returns the book, with at least one chapter.
  * @throws UnreadableBookError (permanent: fail the job, do not retry) when the extension is not a
  *   known format, the file is missing, is a directory, is over 256 MiB, is empty or only
- *   whitespace, is not valid UTF-8 (text formats), is a broken EPUB, or yields no chapters.
+ *   whitespace, is not valid UTF-8 (text formats), is plain text with a NUL byte, is a broken
+ *   EPUB, cannot be parsed (markup nested more than 512 deep, a stack overflow, or any other throw
+ *   while parsing: `Cannot read HTML "x.html": the file could not be parsed: <why>`), or yields no
+ *   chapters.
  * @throws `signal.reason` (an `AbortError` `DOMException` by default) when the signal aborts.
- * @throws any other error from the file system as-is (e.g. `Deno.errors.NotCapable`,
- *   `Deno.errors.PermissionDenied`, an I/O error): transient, worth a retry.
+ * @throws any other error from the file system, rebuilt with its class (`Deno.errors.*`) or else
+ *   its name, and its message and `code` (e.g. `Deno.errors.NotCapable`, an `EIO` error); or an
+ *   `Error` when the worker itself fails: transient, worth a retry.
  * @example
  * const book = await extractBook("/srv/uploads/moby_dick.epub", signal);
  * console.log(book.title, book.chapters.length);
  */
 export async function extractBook(path: string, signal: AbortSignal): Promise<ExtractedBook> {
   signal.throwIfAborted();
-  const extension = extname(path).toLowerCase();
-  const format = FORMATS.get(extension);
-  if (format === undefined) {
-    const known = [...FORMATS.keys()].join(", ");
-    throw new UnreadableBookError(
-      extension === ""
-        ? `Cannot read book "${path}": the file name has no extension, expected one of ${known}`
-        : `Cannot read book "${path}": unknown file type "${extension}", expected one of ${known}`,
-    );
+  const worker = takeWorker();
+  let response: ExtractResponse;
+  try {
+    response = await worker.extract(path, signal);
+  } catch (error) {
+    // Aborted (the parse may still be running) or broken: this worker is done either way.
+    worker.terminate();
+    throw error;
   }
-
-  const bytes = await readBookFile(path, format, signal);
-  if (isBlank(bytes)) throw unreadableBook(format, path, "the file is empty");
-  signal.throwIfAborted();
-  const book = format === "epub"
-    ? extractEpub(bytes, path, signal)
-    : readTextFormat(format, decodeBookText(bytes, path, format), path, signal);
-  if (book.chapters.length === 0) throw unreadableBook(format, path, "no chapters found");
-  return book;
+  keepWorker(worker);
+  if (response.ok) return response.book;
+  throw decodeError(response.error);
 }
 
-function readTextFormat(
-  format: Exclude<BookFormat, "epub">,
-  source: string,
-  path: string,
-  signal: AbortSignal,
-): ExtractedBook {
-  switch (format) {
-    case "text":
-      return extractText(source, path, signal);
-    case "markdown":
-      return extractMarkdown(source, path, signal);
-    case "html":
-      return extractHtml(source, path, signal);
+/**
+ * Terminate the idle extraction worker now instead of after `IDLE_MS`, e.g. before a script or a
+ * test file ends. A call in flight keeps its worker; once it settles, that worker idles as usual.
+ */
+export function closeExtractor(): void {
+  clearTimeout(idleTimer);
+  idleTimer = undefined;
+  idle?.terminate();
+  idle = null;
+}
+
+function takeWorker(): ExtractorWorker {
+  clearTimeout(idleTimer);
+  idleTimer = undefined;
+  // An idle worker can have failed (its error event) since its last call.
+  const worker = idle !== null && !idle.terminated ? idle : new ExtractorWorker();
+  idle = null;
+  return worker;
+}
+
+/** Make a worker whose call settled the idle one, or terminate it when there already is one. */
+function keepWorker(worker: ExtractorWorker): void {
+  if (worker.terminated) return;
+  if (idle !== null) {
+    worker.terminate();
+    return;
   }
+  idle = worker;
+  clearTimeout(idleTimer);
+  const timer = setTimeout(closeExtractor, IDLE_MS);
+  // The worker already keeps the process alive; the timer must not add to that.
+  Deno.unrefTimer(timer);
+  idleTimer = timer;
 }

@@ -6,10 +6,11 @@
  *
  * @module
  */
-import { DomUtils, parseDocument } from "htmlparser2";
+import { DomUtils } from "htmlparser2";
 import { type ChildNode, type Element, isTag } from "domhandler";
 import { render } from "dom-serializer";
 import { collapseWhitespace, type ExtractedBook, type ExtractedChapter, fileStem } from "./book.ts";
+import { parseMarkup } from "./markup.ts";
 import { isBlankHtml, sanitizeChapterHtml } from "./sanitize.ts";
 import { parseByline } from "./text.ts";
 
@@ -32,9 +33,10 @@ export interface HtmlPage {
  *
  * @param source the page's markup.
  * @returns its title, author and body nodes (the whole document when there is no `<body>`).
+ * @throws RangeError when elements nest too deeply (see `books/markup.ts`).
  */
 export function parseHtmlPage(source: string): HtmlPage {
-  const document = parseDocument(source, { recognizeSelfClosing: true, recognizeCDATA: true });
+  const document = parseMarkup(source, { recognizeSelfClosing: true, recognizeCDATA: true });
   const titleElement = DomUtils.findOne((element) => element.name === "title", document.children);
   const meta = DomUtils.findOne(
     (element) => element.name === "meta" && element.attribs.name?.toLowerCase() === "author",

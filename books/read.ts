@@ -70,13 +70,21 @@ export async function readBookFile(
 /**
  * Decode a text-format book as strict UTF-8 (a leading byte-order mark is dropped).
  *
+ * A NUL byte in a plain-text book means the file is binary data, and Postgres cannot store U+0000
+ * in text (it failed the insert, and the queue retried that as transient): refused here. Markup
+ * formats may pass it; `extractInProcess` replaces it in their output, as the HTML spec does.
+ *
  * @param bytes the file's bytes.
  * @param path the file's path, for error messages.
  * @param format the format it is read as, for error messages.
  * @returns the decoded text, not blank.
- * @throws UnreadableBookError when the bytes are not valid UTF-8 or the text is only whitespace.
+ * @throws UnreadableBookError when the bytes are not valid UTF-8, the text is only whitespace, or
+ *   a plain-text book (`format` `"text"`) contains a NUL byte.
  */
 export function decodeBookText(bytes: Uint8Array, path: string, format: BookFormat): string {
+  if (format === "text" && bytes.includes(0)) {
+    throw unreadableBook(format, path, "the file contains NUL bytes: it is binary data, not text");
+  }
   let text: string;
   try {
     text = new TextDecoder("utf-8", { fatal: true }).decode(bytes);

@@ -5,9 +5,10 @@
  *
  * @module
  */
-import { DomUtils, parseDocument } from "htmlparser2";
+import { DomUtils } from "htmlparser2";
 import sanitizeHtmlUntyped from "sanitize-html";
 import { collapseWhitespace } from "./book.ts";
+import { nestingGuard, parseMarkup } from "./markup.ts";
 
 /** The part of sanitize-html's options this module sets (the package ships no types). */
 interface SanitizeOptions {
@@ -18,6 +19,8 @@ interface SanitizeOptions {
   selfClosing: string[];
   nonTextTags: string[];
   disallowedTagsMode: "discard";
+  onOpenTag?: () => void;
+  onCloseTag?: () => void;
 }
 
 const sanitizeHtml: (dirty: string, options: SanitizeOptions) => string = sanitizeHtmlUntyped;
@@ -59,9 +62,11 @@ const CHAPTER_HTML: SanitizeOptions = {
  *
  * @param html an HTML or XHTML fragment from a book file or rendered Markdown.
  * @returns a well-formed XHTML fragment with only allow-listed tags and attributes.
+ * @throws RangeError when elements nest too deeply (see `books/markup.ts`): rendered Markdown
+ *   reaches here without a tree, and sanitize-html's parser has the same quadratic nesting cost.
  */
 export function sanitizeChapterHtml(html: string): string {
-  return sanitizeHtml(html, CHAPTER_HTML).trim();
+  return sanitizeHtml(html, { ...CHAPTER_HTML, ...nestingGuard() }).trim();
 }
 
 /**
@@ -84,9 +89,10 @@ export function escapeHtml(text: string): string {
  *
  * @param html an HTML fragment, e.g. a rendered heading.
  * @returns its text content on one line; `""` when it has none.
+ * @throws RangeError when elements nest too deeply (see `books/markup.ts`).
  */
 export function htmlText(html: string): string {
-  return collapseWhitespace(DomUtils.textContent(parseDocument(html)));
+  return collapseWhitespace(DomUtils.textContent(parseMarkup(html)));
 }
 
 /**

@@ -1,6 +1,7 @@
 /**
  * `extractBook()` on EPUBs built here with fflate: metadata, spine order, chapter titles and
- * sanitising, and every way a broken archive is reported as an `UnreadableBookError`.
+ * sanitising, U+0000 replaced, and every way a broken archive is reported as an
+ * `UnreadableBookError`.
  *
  * @module
  */
@@ -214,4 +215,36 @@ Deno.test("extractBook() reports an EPUB chapter that is not UTF-8 as unreadable
     "OEBPS/c.xhtml": new Uint8Array([0x3c, 0x70, 0x3e, 0xff, 0xfe, 0x3c]),
   };
   await assertUnreadable(zipSync(entries), '"OEBPS/c.xhtml" is not valid UTF-8');
+});
+
+// XML forbids U+0000, but neither parser refuses it; Postgres cannot store it in text.
+Deno.test("extractBook() replaces NUL in an EPUB's metadata and chapters with U+FFFD", async () => {
+  const files = bookFiles();
+  files["OEBPS/content.opf"] = files["OEBPS/content.opf"]
+    .replace("The Three", "The\0Three")
+    .replace("Ada Writer", "Ada\0Writer &#0;");
+  files["OEBPS/text/door2.xhtml"] = xhtml(
+    "<title>Door\0Two</title>",
+    "<p>No\0heading &#0; here.</p>",
+  );
+  const book = await extractFrom("nul.epub", zip(files));
+  const strings = [
+    book.title,
+    book.author ?? "",
+    ...book.chapters.flatMap((chapter) => [chapter.title, chapter.html]),
+  ];
+  for (const text of strings) assert.ok(!text.includes("\0"), JSON.stringify(text));
+  assert.equal(book.title, "The\uFFFDThree Doors");
+  assert.match(book.author ?? "", /^Ada\uFFFDWriter/);
+  assert.equal(book.chapters[2].title, "Door\uFFFDTwo");
+  assert.match(book.chapters[2].html, /No\uFFFDheading/);
+});
+
+Deno.test("extractBook() reports an EPUB chapter nested too deeply as unreadable, naming it", async () => {
+  const files = bookFiles();
+  files["OEBPS/text/door2.xhtml"] = xhtml("", "<div>".repeat(10_000) + "deep");
+  await assertUnreadable(
+    zip(files),
+    '"OEBPS/text/door2.xhtml" could not be parsed: elements are nested more than "512" deep',
+  );
 });

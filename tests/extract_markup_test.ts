@@ -1,6 +1,6 @@
 /**
  * `extractBook()` on Markdown and HTML books: title heading and byline, where chapters split,
- * front matter and `<meta>`, and the sanitising every chapter body goes through.
+ * front matter and `<meta>`, the sanitising every chapter body goes through, and U+0000 replaced.
  *
  * @module
  */
@@ -183,4 +183,39 @@ Deno.test("extractBook() sanitises an HTML book's chapters", async () => {
   assertSanitised(book.chapters[0].html);
   assert.ok(!book.chapters[0].html.includes("cover words"), book.chapters[0].html);
   assert.ok(!book.chapters[0].html.includes("alert"), book.chapters[0].html);
+});
+
+/** Every string of a book, for checking what may reach the database. */
+function bookStrings(book: ExtractedBook): string[] {
+  return [
+    book.title,
+    book.author ?? "",
+    ...book.chapters.flatMap((chapter) => [chapter.title, chapter.html]),
+  ];
+}
+
+// The HTML and CommonMark specs replace U+0000 with U+FFFD; Postgres cannot store U+0000 in text.
+Deno.test("extractBook() replaces NUL in a Markdown book's title and chapters with U+FFFD", async () => {
+  const book = await extractFrom(
+    "nul.md",
+    "---\nauthor: Ann\0Author\n---\n# The\0Title\n\n## One\0Two\n\nA\0B and &#0; and <b>c\0d</b>\n",
+  );
+  for (const text of bookStrings(book)) assert.ok(!text.includes("\0"), JSON.stringify(text));
+  assert.equal(book.title, "The\uFFFDTitle");
+  assert.equal(book.author, "Ann\uFFFDAuthor");
+  assert.equal(book.chapters[0].title, "One\uFFFDTwo");
+  assert.match(book.chapters[0].html, /A\uFFFDB and/);
+});
+
+Deno.test("extractBook() replaces NUL in an HTML book's metadata and chapters with U+FFFD", async () => {
+  const book = await extractFrom(
+    "nul.html",
+    '<html><head><title>The\0Title</title><meta name="author" content="Ann\0Author"></head>' +
+      "<body><h2>One\0Two</h2><p>A\0B and &#0; and <b>c\0d</b></p></body></html>",
+  );
+  for (const text of bookStrings(book)) assert.ok(!text.includes("\0"), JSON.stringify(text));
+  assert.equal(book.title, "The\uFFFDTitle");
+  assert.equal(book.author, "Ann\uFFFDAuthor");
+  assert.equal(book.chapters[0].title, "One\uFFFDTwo");
+  assert.match(book.chapters[0].html, /A\uFFFDB and/);
 });

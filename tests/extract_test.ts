@@ -191,7 +191,7 @@ Deno.test("extractBook() lets a permission error propagate, not as unreadable", 
     const script = join(dir, "probe.ts");
     await Deno.writeTextFile(
       script,
-      `import { extractBook, UnreadableBookError } from ${
+      `import { closeExtractor, extractBook, UnreadableBookError } from ${
         JSON.stringify(new URL("../books/extract.ts", import.meta.url).href)
       };
 try {
@@ -202,11 +202,14 @@ try {
     notCapable: error instanceof Deno.errors.NotCapable,
     unreadable: error instanceof UnreadableBookError,
   }));
+} finally {
+  closeExtractor();
 }
 `,
     );
     const config = new URL("../deno.json", import.meta.url).pathname;
-    // Reading the book is denied: opening it fails the way a misconfigured deployment would.
+    // Reading the book is denied: opening it fails the way a misconfigured deployment would. The
+    // extraction worker inherits the denial, and its NotCapable arrives rebuilt as one.
     const output = await new Deno.Command(Deno.execPath(), {
       args: [
         "run",

@@ -1,12 +1,12 @@
 /**
  * `extractBook()` on plain-text books: chapter heading lines, title and byline, the text before
- * the first heading, contents lists, and escaping.
+ * the first heading, contents lists, escaping, and refusing NUL bytes.
  *
  * @module
  */
 import assert from "node:assert/strict";
 import { join } from "node:path";
-import { extractBook, type ExtractedBook } from "../books/extract.ts";
+import { extractBook, type ExtractedBook, UnreadableBookError } from "../books/extract.ts";
 
 async function extractFrom(name: string, content: string): Promise<ExtractedBook> {
   const dir = await Deno.makeTempDir({ prefix: "extract_text_test_" });
@@ -135,4 +135,24 @@ Deno.test("extractBook() does not read a lower-case 'by' line as a byline", asyn
   );
   assert.equal(book.author, null);
   assert.equal(book.chapters[0].html, "<p>by the water we sat.</p>");
+});
+
+// Postgres cannot store U+0000 in text: it rejected the insert, and the queue retried that as a
+// transient fault three times. A NUL in plain text means binary data, so it is refused up front.
+Deno.test("extractBook() refuses a text book containing a NUL byte as binary data", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "extract_text_test_" });
+  try {
+    const path = join(dir, "blob.txt");
+    await Deno.writeFile(path, new TextEncoder().encode("Hello\0world\n\nmore\n"));
+    await assert.rejects(extractBook(path, new AbortController().signal), (error: unknown) => {
+      assert.ok(error instanceof UnreadableBookError, `expected UnreadableBookError, got ${error}`);
+      assert.equal(
+        error.message,
+        `Cannot read text file "${path}": the file contains NUL bytes: it is binary data, not text`,
+      );
+      return true;
+    });
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
 });

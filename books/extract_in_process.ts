@@ -1,0 +1,126 @@
+/**
+ * Extraction itself, on the calling thread: pick the format from the file extension, read the
+ * file (abortable, bounded), hand it to that format's reader, refuse a result with no chapters,
+ * and make what comes out storable. `extract_worker.ts` runs this off the main thread; the public
+ * `extractBook` (`extract.ts`) talks to that worker, never to this directly.
+ *
+ * Failure classes, decided here once: anything a format reader or its libraries throw while
+ * parsing is about the file (parsing is deterministic) and becomes an `UnreadableBookError`; only
+ * reading the file can fail in a way worth a retry.
+ *
+ * @module
+ */
+import { extname } from "node:path";
+import {
+  type BookFormat,
+  describeParseError,
+  type ExtractedBook,
+  unreadableBook,
+  UnreadableBookError,
+} from "./book.ts";
+import { extractEpub } from "./epub.ts";
+import { extractHtml } from "./html.ts";
+import { extractMarkdown } from "./markdown.ts";
+import { decodeBookText, isBlank, readBookFile } from "./read.ts";
+import { extractText } from "./text.ts";
+
+/** File extension (lower case) → the format it is read as. */
+const FORMATS: ReadonlyMap<string, BookFormat> = new Map([
+  [".txt", "text"],
+  [".md", "markdown"],
+  [".markdown", "markdown"],
+  [".html", "html"],
+  [".htm", "html"],
+  [".xhtml", "html"],
+  [".epub", "epub"],
+]);
+
+/**
+ * Read a book file into its title, author and chapters, on this thread.
+ *
+ * NUL (U+0000), which Postgres cannot store in text: a plain-text file holding a NUL byte is
+ * refused (`decodeBookText`); in the markup formats every U+0000 in the finished book (titles,
+ * author, chapter html) becomes U+FFFD, as the HTML and CommonMark specs replace it. That one pass
+ * here covers NULs from raw bytes and from character references alike, whichever parser let them
+ * through.
+ *
+ * @param path the book file; a FIFO works, read until its writer closes it.
+ * @param signal aborts the read promptly, even while opening or reading blocks; checked between
+ *   chapters too. A parse in progress is not interrupted: run this in a worker to bound that.
+ * @returns the book, with at least one chapter and no U+0000 anywhere.
+ * @throws UnreadableBookError when the extension is not a known format, the file is missing, is
+ *   a directory, is over 256 MiB, is empty or only whitespace, is not valid UTF-8 (text formats),
+ *   is plain text with a NUL byte, is a broken EPUB, cannot be parsed (nested too deeply, or any
+ *   other throw while parsing), or yields no chapters.
+ * @throws `signal.reason` when the signal aborts.
+ * @throws any other error from the file system as-is (e.g. `Deno.errors.NotCapable`,
+ *   `Deno.errors.PermissionDenied`, an I/O error): transient, worth a retry.
+ */
+export async function extractInProcess(
+  path: string,
+  signal: AbortSignal,
+): Promise<ExtractedBook> {
+  signal.throwIfAborted();
+  const extension = extname(path).toLowerCase();
+  const format = FORMATS.get(extension);
+  if (format === undefined) {
+    const known = [...FORMATS.keys()].join(", ");
+    throw new UnreadableBookError(
+      extension === ""
+        ? `Cannot read book "${path}": the file name has no extension, expected one of ${known}`
+        : `Cannot read book "${path}": unknown file type "${extension}", expected one of ${known}`,
+    );
+  }
+
+  const bytes = await readBookFile(path, format, signal);
+  if (isBlank(bytes)) throw unreadableBook(format, path, "the file is empty");
+  signal.throwIfAborted();
+  let book: ExtractedBook;
+  try {
+    book = format === "epub"
+      ? extractEpub(bytes, path, signal)
+      : readTextFormat(format, decodeBookText(bytes, path, format), path, signal);
+  } catch (error) {
+    if (error instanceof UnreadableBookError || signal.aborted) throw error;
+    // A stack overflow, a library's TypeError on malformed input, the nesting bound: the same
+    // file fails the same way on every attempt, so it must not be retried as a transient fault.
+    throw unreadableBook(
+      format,
+      path,
+      `the file could not be parsed: ${describeParseError(error)}`,
+      error,
+    );
+  }
+  if (book.chapters.length === 0) throw unreadableBook(format, path, "no chapters found");
+  return replaceNul(book);
+}
+
+function readTextFormat(
+  format: Exclude<BookFormat, "epub">,
+  source: string,
+  path: string,
+  signal: AbortSignal,
+): ExtractedBook {
+  switch (format) {
+    case "text":
+      return extractText(source, path, signal);
+    case "markdown":
+      return extractMarkdown(source, path, signal);
+    case "html":
+      return extractHtml(source, path, signal);
+  }
+}
+
+/** The book with every U+0000 in its strings replaced by U+FFFD (see `extractInProcess`). */
+function replaceNul(book: ExtractedBook): ExtractedBook {
+  const clean = (text: string): string => text.replaceAll("\0", "\uFFFD");
+  return {
+    format: book.format,
+    title: clean(book.title),
+    author: book.author === null ? null : clean(book.author),
+    chapters: book.chapters.map((chapter) => ({
+      title: clean(chapter.title),
+      html: clean(chapter.html),
+    })),
+  };
+}
