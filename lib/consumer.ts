@@ -2,8 +2,8 @@
  * The sequential consumer and the {@linkcode Queue} contract it drives (ADR-022).
  *
  * One consumer per queue: it takes the queue's advisory lock (standing by while another process
- * holds it), then loops: wait for a wake → recover → claim and run until a claim comes back
- * empty → wait again. A shutdown aborts the running job's signal and gives its claim back; a
+ * holds it), then loops: wait for a wake → recover → claim one job and run it → the end of the
+ * job wakes the loop again, so it drains until a claim comes back empty, then waits. A shutdown aborts the running job's signal and gives its claim back; a
  * run that ignores the signal is given back anyway when the budget runs out, and the fence on
  * every settling write keeps that late run from committing.
  *
@@ -177,10 +177,12 @@ export class Consumer<J extends ClaimedJob, C extends QueueContext> {
       while (await wake.wait(active)) {
         try {
           await queue.recover(ctx, active);
-          while (!active.aborted) {
-            const job = await queue.claim(ctx);
-            if (!job) break;
+          const job = await queue.claim(ctx);
+          if (job) {
             await this.#runOne(job, active);
+            // The end of a job is a wake: the queue drains until a claim comes back empty, and a
+            // NOTIFY that arrived meanwhile is already coalesced into this one.
+            wake.notify();
           }
         } catch (err) {
           this.#log.error({ err }, "claim round failed; retrying");
@@ -198,6 +200,8 @@ export class Consumer<J extends ClaimedJob, C extends QueueContext> {
     const abort = new AbortController();
     const forward = () => abort.abort(active.reason);
     active.addEventListener("abort", forward, { once: true });
+    // A stop that landed while the claim was committing: the run starts aborted and gives back.
+    if (active.aborted) forward();
     const timeout = new AbortController();
     const timer = setTimeout(
       () =>
