@@ -260,3 +260,26 @@ dbTest(
     }
   },
 );
+
+dbTest("Consumer gives back at once a job whose claim committed as stop() began", async (db) => {
+  const ctx = await ingestionContext(db);
+  const path = await writeSource(ctx.storageDir, "book.txt", SMALL_BOOK);
+  let stopping: Promise<void> | undefined;
+  const started: { consumer?: Awaited<ReturnType<typeof startConsumer>> } = {};
+  const racing = {
+    ...ingestion,
+    async claim(c: ingestion.IngestionContext): Promise<ingestion.IngestionJob | null> {
+      const job = await ingestion.claim(c);
+      if (job) stopping = started.consumer!.consumer.stop(performance.now() + 2000);
+      return job;
+    },
+  };
+  const running = started.consumer = await startConsumer(db, ctx, { queue: racing });
+  await waitFor("the lock", () => running.lock.held);
+  const id = await enqueueBook(db, path);
+  await waitFor("the stop to begin", () => stopping !== undefined);
+  await stopping;
+  await running.listenerSql.end({ timeout: 1 });
+  const row = await jobRow(db, id);
+  assert.deepEqual([row.status, row.attempt_count, row.edition_id], ["Queued", 0, null]);
+});
