@@ -13,7 +13,7 @@ import { Wake } from "../lib/wake.ts";
 import { listenForWakes } from "../lib/listener.ts";
 import * as ingestion from "../queues/ingestion.ts";
 import type { IngestionContext, IngestionJob, IngestionJobRow } from "../queues/ingestion.ts";
-import type { TestDb } from "./_db.ts";
+import { type TestDb, waitFor } from "./_db.ts";
 
 /** An ingestion context bound to `db`, with a fresh storage directory and an event hub. */
 export async function ingestionContext(
@@ -139,6 +139,44 @@ export async function startConsumer(
     async stop(budgetMs = 2000) {
       await consumer.stop(performance.now() + budgetMs);
       await listenerSql.end({ timeout: 1 });
+    },
+  };
+}
+
+/** A table lock held by another session, to make a save block at a known point. */
+export interface HeldLock {
+  /** Wait until a backend of the test pool is blocked on the lock; returns its pid. */
+  blocked(): Promise<number>;
+  /** Release the lock and close the holding session. */
+  release(): Promise<void>;
+}
+
+/** Take `lock table editions in access exclusive mode` in a separate session and keep it. */
+export async function holdEditionsLock(db: TestDb): Promise<HeldLock> {
+  const holder = connect(db.url, { schema: db.schema, applicationName: "test-holder", max: 1 });
+  const locked = Promise.withResolvers<void>();
+  const release = Promise.withResolvers<void>();
+  const holding = holder.begin(async (tx) => {
+    await tx`lock table editions in access exclusive mode`;
+    locked.resolve();
+    await release.promise;
+  });
+  await Promise.race([locked.promise, holding]);
+  return {
+    async blocked() {
+      const [row] = await waitFor("a save to wait on the editions lock", async () => {
+        const rows = await db.sql<{ pid: number }[]>`
+          select pid from pg_stat_activity
+          where wait_event_type = 'Lock' and query ilike '%editions%'
+            and application_name = 'test-t'`;
+        return rows.length > 0 ? rows : null;
+      });
+      return row.pid;
+    },
+    async release() {
+      release.resolve();
+      await holding.catch(() => {});
+      await holder.end({ timeout: 1 });
     },
   };
 }

@@ -22,6 +22,33 @@ export interface WorkerProcess {
   exited: Promise<Deno.CommandStatus>;
 }
 
+/**
+ * Push each line of `stream` parsed as JSON (any other line as `{ msg: prefix + line }`) as it
+ * arrives, calling `onLine` after each.
+ */
+export async function collectJsonLines(
+  stream: ReadableStream<Uint8Array>,
+  into: Array<Record<string, unknown>>,
+  onLine: () => void = () => {},
+  prefix = "",
+): Promise<void> {
+  let buffered = "";
+  for await (const chunk of stream.pipeThrough(new TextDecoderStream())) {
+    buffered += chunk;
+    let nl;
+    while ((nl = buffered.indexOf("\n")) >= 0) {
+      const line = buffered.slice(0, nl);
+      buffered = buffered.slice(nl + 1);
+      try {
+        into.push(JSON.parse(line));
+      } catch {
+        into.push({ msg: `${prefix}${line}` });
+      }
+      onLine();
+    }
+  }
+}
+
 /** The token every spawned worker uses. */
 export const TEST_TOKEN = "test-token-0123456789abcdef";
 
@@ -50,24 +77,11 @@ export function spawnWorker(db: TestDb | null, env: Record<string, string>): Wor
   }).spawn();
   const logs: Array<Record<string, unknown>> = [];
   const waiters = new Set<() => void>();
-  const pump = async (stream: ReadableStream<Uint8Array>, prefix: string) => {
-    let buffered = "";
-    for await (const chunk of stream.pipeThrough(new TextDecoderStream())) {
-      buffered += chunk;
-      let nl;
-      while ((nl = buffered.indexOf("\n")) >= 0) {
-        const line = buffered.slice(0, nl);
-        buffered = buffered.slice(nl + 1);
-        try {
-          logs.push(JSON.parse(line));
-        } catch {
-          logs.push({ msg: `${prefix}${line}` });
-        }
-        for (const w of waiters) w();
-      }
-    }
-  };
-  const pumps = Promise.all([pump(child.stdout, ""), pump(child.stderr, "stderr: ")]);
+  const wakeWaiters = () => waiters.forEach((w) => w());
+  const pumps = Promise.all([
+    collectJsonLines(child.stdout, logs, wakeWaiters),
+    collectJsonLines(child.stderr, logs, wakeWaiters, "stderr: "),
+  ]);
   const exited = Promise.all([child.status, pumps]).then(([status]) => {
     for (const w of waiters) w();
     return status;

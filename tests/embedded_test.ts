@@ -8,6 +8,7 @@ import assert from "node:assert/strict";
 import postgres from "postgres";
 import { type EmbeddedServer, startEmbedded } from "../lib/embedded.ts";
 import { waitFor } from "./_db.ts";
+import { collectJsonLines } from "./_worker.ts";
 
 function freePort(): number {
   const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
@@ -187,24 +188,6 @@ Deno.test("stop() of a throwaway server stops it even with a client connected an
   }
 });
 
-/** Lines of `stream` parsed as JSON (others kept as `{ msg: "<text>" }`), pushed as they come. */
-async function collect(stream: ReadableStream<Uint8Array>, into: Record<string, unknown>[]) {
-  let buffered = "";
-  for await (const chunk of stream.pipeThrough(new TextDecoderStream())) {
-    buffered += chunk;
-    let nl;
-    while ((nl = buffered.indexOf("\n")) >= 0) {
-      const line = buffered.slice(0, nl);
-      buffered = buffered.slice(nl + 1);
-      try {
-        into.push(JSON.parse(line));
-      } catch {
-        into.push({ msg: line });
-      }
-    }
-  }
-}
-
 Deno.test("deno task start on a terminal's Ctrl-C (SIGINT to its process group) gives its job back, exits 0 and stops the server", async () => {
   const root = await tempRoot();
   const storage = `${root}/storage`;
@@ -238,7 +221,10 @@ Deno.test("deno task start on a terminal's Ctrl-C (SIGINT to its process group) 
     stderr: "piped",
   }).spawn();
   const logs: Record<string, unknown>[] = [];
-  const output = Promise.all([collect(worker.stdout, logs), collect(worker.stderr, logs)]);
+  const output = Promise.all([
+    collectJsonLines(worker.stdout, logs),
+    collectJsonLines(worker.stderr, logs),
+  ]);
   const find = (msg: string) => logs.find((l) => l.msg === msg);
   const dump = () => JSON.stringify(logs);
   let exited = false;

@@ -3,8 +3,9 @@ import { connect } from "../lib/db.ts";
 import * as ingestion from "../queues/ingestion.ts";
 import { listAssetVersions } from "../books/assets.ts";
 import { resolveSourcePath } from "../books/source_path.ts";
-import { dbTest, waitFor } from "./_db.ts";
+import { dbTest } from "./_db.ts";
 import {
+  holdEditionsLock,
   ingestionContext,
   insertJob,
   jobRow,
@@ -192,60 +193,34 @@ dbTest("run() fails an unreadable file at once with a reason about the file", as
 dbTest("run() retries a transient fault under the cap, then fails at the cap", async (db) => {
   const ctx = await ingestionContext(db);
   const id = await insertJob(db, await writeSource(ctx.storageDir, "book.txt", SMALL_BOOK));
-  const holder = connect(db.url, { schema: db.schema, applicationName: "test-holder", max: 1 });
-  try {
-    for (let attempt = 1; attempt <= ingestion.MAX_ATTEMPTS; attempt++) {
-      await db.sql`update ingestion_jobs set run_after = now() where id = ${id}`;
-      const job = await ingestion.claim(ctx);
-      assert.equal(job?.attempt_count, attempt);
-      // A real connection fault mid-save: the save blocks on a table lock held elsewhere, and
-      // its backend is terminated while it waits.
-      const locked = Promise.withResolvers<void>();
-      const release = Promise.withResolvers<void>();
-      const holding = holder.begin(async (tx) => {
-        await tx`lock table editions in access exclusive mode`;
-        locked.resolve();
-        await release.promise;
-      });
-      await locked.promise;
-      const running = ingestion.run(ctx, job!, new AbortController().signal);
-      try {
-        const [blocked] = await waitFor(
-          "the save to wait on the lock",
-          () =>
-            db.sql<{ pid: number }[]>`
-            select pid from pg_stat_activity
-            where wait_event_type = 'Lock' and query ilike '%editions%'
-              and application_name = 'test-t'`
-              .then((rows) => (rows.length > 0 ? rows : null)),
-        );
-        await db.sql`select pg_terminate_backend(${blocked.pid})`;
-      } finally {
-        release.resolve();
-        await holding;
-      }
-      await running;
-      const row = await jobRow(db, id);
-      if (attempt < ingestion.MAX_ATTEMPTS) {
-        assert.equal(row.status, "Queued");
-        assert.match(
-          row.error ?? "",
-          new RegExp(
-            `attempt ${attempt} of 3 failed, will retry: (write CONNECTION_CLOSED|terminating connection)`,
-          ),
-        );
-        assert.ok(row.run_after.getTime() > Date.now(), "a retry waits before it runs again");
-      } else {
-        assert.equal(row.status, "Failed");
-        assert.match(
-          row.error ?? "",
-          /attempts exhausted \(3 of 3\): (write CONNECTION_CLOSED|terminating connection)/,
-        );
-      }
-      assert.equal(row.edition_id, null, "nothing of the failed save was kept");
+  for (let attempt = 1; attempt <= ingestion.MAX_ATTEMPTS; attempt++) {
+    await db.sql`update ingestion_jobs set run_after = now() where id = ${id}`;
+    const job = await ingestion.claim(ctx);
+    assert.equal(job?.attempt_count, attempt);
+    // A real connection fault mid-save: the save blocks on a table lock held elsewhere, and its
+    // backend is terminated while it waits.
+    const lock = await holdEditionsLock(db);
+    const running = ingestion.run(ctx, job!, new AbortController().signal);
+    try {
+      await db.sql`select pg_terminate_backend(${await lock.blocked()})`;
+    } finally {
+      await lock.release();
     }
-  } finally {
-    await holder.end({ timeout: 1 });
+    await running;
+    const row = await jobRow(db, id);
+    const fault = "(write CONNECTION_CLOSED|terminating connection)";
+    if (attempt < ingestion.MAX_ATTEMPTS) {
+      assert.equal(row.status, "Queued");
+      assert.match(
+        row.error ?? "",
+        new RegExp(`attempt ${attempt} of 3 failed, will retry: ${fault}`),
+      );
+      assert.ok(row.run_after.getTime() > Date.now(), "a retry waits before it runs again");
+    } else {
+      assert.equal(row.status, "Failed");
+      assert.match(row.error ?? "", new RegExp(`attempts exhausted \\(3 of 3\\): ${fault}`));
+    }
+    assert.equal(row.edition_id, null, "nothing of the failed save was kept");
   }
 });
 
@@ -350,33 +325,18 @@ dbTest("run() aborted during a slow save cancels the statement and commits nothi
   const ctx = await ingestionContext(db);
   const id = await insertJob(db, await writeSource(ctx.storageDir, "book.txt", SMALL_BOOK));
   const job = await ingestion.claim(ctx);
-  const holder = connect(db.url, { schema: db.schema, applicationName: "test-holder", max: 1 });
-  const locked = Promise.withResolvers<void>();
-  const release = Promise.withResolvers<void>();
-  const holding = holder.begin(async (tx) => {
-    await tx`lock table editions in access exclusive mode`;
-    locked.resolve();
-    await release.promise;
-  });
+  const lock = await holdEditionsLock(db);
   try {
-    await locked.promise;
     const abort = new AbortController();
     const running = ingestion.run(ctx, job!, abort.signal);
-    await waitFor("the save to wait on the lock", async () => {
-      const rows = await db.sql`
-        select 1 from pg_stat_activity
-        where wait_event_type = 'Lock' and application_name = 'test-t' and query ilike '%editions%'`;
-      return rows.length > 0;
-    });
+    await lock.blocked();
     const reason = new Error("Shutting down");
     const t0 = performance.now();
     abort.abort(reason);
     await assert.rejects(running, (err) => err === reason);
     assert.ok(performance.now() - t0 < 1000, "the blocked statement was cancelled");
   } finally {
-    release.resolve();
-    await holding;
-    await holder.end({ timeout: 1 });
+    await lock.release();
   }
   const row = await jobRow(db, id);
   assert.deepEqual([row.status, row.edition_id], ["Processing", null]);
