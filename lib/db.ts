@@ -95,28 +95,39 @@ export async function transaction<T>(
 ): Promise<T> {
   signal?.throwIfAborted();
   const effects: Array<() => void | Promise<void>> = [];
-  let cancel: (() => void) | undefined;
   let result: T;
   try {
     result = await sql.begin(async (txSql) => {
-      if (signal) {
-        const [{ pid }] = await txSql<{ pid: number }[]>`select pg_backend_pid() as pid`;
-        // Sent on another connection while this one is busy; only while the body runs, so it can
-        // never reach a later user of this pooled connection.
-        cancel = () => void sql`select pg_cancel_backend(${pid})`.catch(() => {});
-        signal.addEventListener("abort", cancel, { once: true });
+      let cancelling: Promise<unknown> | undefined;
+      const cancel = (pid: number) => () => {
+        cancelling = sql`select pg_cancel_backend(${pid})`.catch(() => {});
+      };
+      let onAbort: (() => void) | undefined;
+      try {
+        if (signal) {
+          const [{ pid }] = await txSql<{ pid: number }[]>`select pg_backend_pid() as pid`;
+          onAbort = cancel(pid);
+          signal.addEventListener("abort", onAbort, { once: true });
+          // An abort during BEGIN or the pid query fired no listener: do not start the body.
+          signal.throwIfAborted();
+        }
+        const value = await body({
+          sql: txSql,
+          afterCommit: (effect) => void effects.push(effect),
+        });
+        // An abort that came between statements must still roll the work back.
+        signal?.throwIfAborted();
+        return value;
+      } finally {
+        if (onAbort) signal?.removeEventListener("abort", onAbort);
+        // The cancel must land while this transaction still owns the backend: once it ends, the
+        // pooled connection may run someone else's statement, which a late cancel would kill.
+        await cancelling;
       }
-      const value = await body({ sql: txSql, afterCommit: (effect) => void effects.push(effect) });
-      if (signal) signal.removeEventListener("abort", cancel!);
-      // An abort that came between statements must still roll the work back.
-      signal?.throwIfAborted();
-      return value;
     }) as T;
   } catch (err) {
     if (signal?.aborted) throw signal.reason;
     throw err;
-  } finally {
-    if (cancel) signal?.removeEventListener("abort", cancel);
   }
   for (const effect of effects) {
     try {
