@@ -6,7 +6,7 @@
  */
 import { ConfigError, parseConfig } from "./lib/config.ts";
 import { createLogger } from "./lib/log.ts";
-import { connect } from "./lib/db.ts";
+import { connect, type Sql } from "./lib/db.ts";
 import { type EmbeddedServer, startEmbedded } from "./lib/embedded.ts";
 import { migrate, readMigrations } from "./lib/migrate.ts";
 import { Lifecycle, settlesBy, waitUntilReachable } from "./lib/lifecycle.ts";
@@ -41,7 +41,16 @@ function fatal(message: string, err: unknown): never {
   Deno.exit(1);
 }
 
-let embedded: EmbeddedServer | undefined;
+// One bounded step closes the pools, then stops the embedded server. It is registered before the
+// server starts, so a signal that lands during the start still stops it.
+const pools: Sql[] = [];
+let starting: Promise<EmbeddedServer> | undefined;
+lifecycle.onStop("db", "database", async (deadline) => {
+  const timeout = Math.max(0.1, (deadline - performance.now()) / 1000 - 0.5);
+  await Promise.all(pools.map((pool) => pool.end({ timeout })));
+  await (await starting?.catch(() => undefined))?.stop();
+});
+
 let url = config.databaseUrl;
 if (!url) {
   const dir = `${config.dataDir}/pg`;
@@ -49,25 +58,19 @@ if (!url) {
     { dir, port: config.embeddedPgPort },
     "DATABASE_URL unset: starting embedded PostgreSQL",
   );
-  embedded = await startEmbedded({
+  starting = startEmbedded({
     dir,
     port: config.embeddedPgPort,
     persistent: true,
     onLog: (note) => log.info({ note }, "embedded postgres"),
-  })
-    .catch((err) => fatal("Cannot start the embedded PostgreSQL", err));
-  url = embedded.url;
+  });
+  url = (await starting.catch((err) => fatal("Cannot start the embedded PostgreSQL", err))).url;
 }
 
 const schema = config.databaseSchema;
 const sql = connect(url, { schema, applicationName: "textstack" });
 const listenerSql = connect(url, { schema, applicationName: "textstack-listener", max: 1 });
-// The embedded server stops only after the pool has closed, inside the same bounded step.
-lifecycle.onStop("db", "database", async (deadline) => {
-  const timeout = Math.max(0.1, (deadline - performance.now()) / 1000 - 0.5);
-  await Promise.all([sql.end({ timeout }), listenerSql.end({ timeout })]);
-  await embedded?.stop();
-});
+pools.push(sql, listenerSql);
 
 // SQLSTATE 28 (bad credentials) and 3D000 (no such database) will not fix themselves.
 const permanent = (err: unknown) => /^(28|3D)/.test(String((err as { code?: unknown }).code));

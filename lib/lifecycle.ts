@@ -70,12 +70,13 @@ export class Lifecycle {
   }
 
   /**
-   * SIGTERM or SIGINT starts {@linkcode shutdown} and exits with its code; a second one exits at
+   * SIGTERM, SIGINT or SIGHUP starts {@linkcode shutdown} and exits with its code; a second one exits at
    * once with {@linkcode FORCED_EXIT_CODE}. The same signal repeated within 100 ms counts once.
    */
   installSignals(): void {
     let first: { signal: Deno.Signal; at: number } | undefined;
-    for (const signal of ["SIGTERM", "SIGINT"] as const) {
+    // SIGHUP too: a closed terminal must give the job back, not behave like a crash.
+    for (const signal of ["SIGTERM", "SIGINT", "SIGHUP"] as const) {
       Deno.addSignalListener(signal, () => {
         if (first) {
           // A terminal's Ctrl-C reaches us twice when we run under `deno task`: once through the

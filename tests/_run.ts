@@ -31,8 +31,13 @@ const child = new Deno.Command(Deno.execPath(), {
   env,
   stdin: "null",
 }).spawn();
-// A Ctrl-C reaches the child through the process group; we only wait for it and clean up.
+// A Ctrl-C reaches the child through the process group; SIGTERM or SIGHUP (a CI timeout, an
+// IDE's stop button, a closed terminal) is passed on. Either way we wait for the child, then
+// stop the throwaway server, which runs in its own session and would otherwise outlive us.
 Deno.addSignalListener("SIGINT", () => {});
+for (const signal of ["SIGTERM", "SIGHUP"] as const) {
+  Deno.addSignalListener(signal, () => child.kill(signal));
+}
 const status = await child.status;
 await stop();
 Deno.exit(status.code);
