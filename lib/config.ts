@@ -73,8 +73,9 @@ const url = z.string().regex(/^postgres(ql)?:\/\//).refine((raw) => {
     return false;
   }
 });
-// pg_ names are reserved by PostgreSQL.
-const identifier = z.string().regex(/^(?!pg_)[a-z_][a-z0-9_]{0,62}$/);
+// pg_ names are reserved by PostgreSQL. At most 40 characters: NOTIFY channels are named
+// "<schema>.<table>" and PostgreSQL refuses a channel name of 64 bytes or more.
+const identifier = z.string().regex(/^(?!pg_)[a-z_][a-z0-9_]{0,39}$/);
 const token = z.string().min(16).regex(/^[\x21-\x7e]+$/);
 const level = z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]);
 
@@ -106,7 +107,7 @@ export function parseConfig(env: Env): Config {
     databaseSchema: read(
       env,
       "DATABASE_SCHEMA",
-      "a lower-case SQL identifier not starting with pg_",
+      "a lower-case SQL identifier of at most 40 characters, not starting with pg_",
       identifier,
       "public",
     ),

@@ -25,6 +25,7 @@ Deno.test("parseConfig() names the variable, what it expected and what it receiv
     [{ DATABASE_URL: "postgres://127.0.0.1:99999/x" }, "Cannot parse DATABASE_URL"],
     [{ DATABASE_SCHEMA: "Public" }, "Cannot parse DATABASE_SCHEMA"],
     [{ DATABASE_SCHEMA: "pg_jobs" }, "not starting with pg_"],
+    [{ DATABASE_SCHEMA: "s".repeat(41) }, "at most 40 characters"],
     [{ INTERNAL_API_TOKEN: "short" }, "Cannot parse INTERNAL_API_TOKEN"],
     [{ EMBEDDED_PG_PORT: "0" }, "Cannot parse EMBEDDED_PG_PORT"],
     [{ LOG_LEVEL: "loud" }, "Cannot parse LOG_LEVEL"],
