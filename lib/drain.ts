@@ -187,6 +187,12 @@ export class Drain<T> {
       // (a second reader on the channel) is a bug worth an error line.
       if (!signal.aborted) this.#log.error({ drain: this.name, err }, "drain loop failed");
     }
+    // A loop that ended on its own (its producer completed the channel) is never stopped: report
+    // what it dropped and free its timer here.
+    if (!this.#stopped) {
+      clearInterval(this.#dropTimer);
+      this.#logDrops();
+    }
     this.#log.debug({ drain: this.name }, "drain loop ended");
   }
 

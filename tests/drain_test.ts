@@ -338,3 +338,25 @@ Deno.test("Drain rate-limits dropped-item warnings to one per dropLogIntervalMs"
   const logged = warnings.reduce((sum, w) => sum + (w.dropped ?? 0), 0) + (stopped.dropped ?? 0);
   assert.equal(logged, dropped);
 });
+
+Deno.test("Drain whose channel completes reports its unlogged drops at once and needs no stop()", async () => {
+  const { log, lines } = captureLog();
+  const channel = new BoundedChannel<number>({ capacity: 1, mode: "drop-oldest" });
+  const gate = Promise.withResolvers<void>();
+  const drain = new Drain({
+    name: "ended",
+    channel,
+    log,
+    handle: () => gate.promise,
+    dropLogIntervalMs: 3_600_000,
+  });
+  drain.start();
+  channel.tryWrite(1); // taken by the handler, which waits on the gate
+  await waitFor(() => channel.size === 0, "the first item to be taken");
+  for (let i = 2; i <= 5; i++) channel.tryWrite(i); // keeps 5, drops 2, 3, 4
+  channel.complete();
+  gate.resolve();
+  await drain.done;
+  const warnings = lines.filter((l) => l.msg === "drain channel dropped items");
+  assert.deepEqual(warnings.map((l) => l.dropped), [3]);
+});
