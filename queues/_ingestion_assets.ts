@@ -12,6 +12,8 @@ import { removeOtherAssetVersions, writeAssets } from "../books/assets.ts";
 
 /** Editions repaired per call, so one wake never holds the queue for long. */
 const REPAIRS_PER_WAKE = 10;
+/** Wait after a failed repair before the edition is tried again, in ms. */
+export const REPAIR_RETRY_MS = 60_000;
 
 /**
  * Write an edition's asset version, delete every other version, then record it as written.
@@ -39,7 +41,8 @@ export async function publishAssets(
  * Rewrite the assets of editions whose written version lags the saved one.
  *
  * @returns how many editions were repaired.
- * @throws the database error; a file-system error for one edition is logged and skipped.
+ * @throws the database error; a file-system error for one edition is logged, and that edition
+ *   is not tried again for {@linkcode REPAIR_RETRY_MS}.
  */
 export async function repairAssets(
   ctx: QueueContext & { readonly storageDir: string },
@@ -48,6 +51,7 @@ export async function repairAssets(
   const behind = await ctx.sql<{ id: string; asset_version: number }[]>`
     select id, asset_version from editions
     where assets_version <> asset_version
+      and (assets_repair_after is null or assets_repair_after <= now())
     order by id
     limit ${REPAIRS_PER_WAKE}`;
   let repaired = 0;
@@ -64,7 +68,15 @@ export async function repairAssets(
       repaired++;
     } catch (err) {
       if (signal.aborted) break;
-      ctx.log.error({ edition: edition.id, err }, "asset repair failed; retrying on the next wake");
+      // A fault that outlives one try (a full disk) must not slow every claim: back off.
+      await ctx.sql`
+        update editions
+        set assets_repair_after = now() + ${REPAIR_RETRY_MS} * interval '1 millisecond'
+        where id = ${edition.id}`;
+      ctx.log.error(
+        { edition: edition.id, err, retryMs: REPAIR_RETRY_MS },
+        "asset repair failed; retrying later",
+      );
     }
   }
   return repaired;

@@ -12,6 +12,8 @@ create table editions (
   -- The version completely written to disk (after the commit that saved asset_version). They
   -- differ only while a write runs or after one was cut short; the consumer then rewrites it.
   assets_version integer not null default 0,
+  -- After a failed rewrite (disk full, unwritable directory) the next try waits until then.
+  assets_repair_after timestamptz,
   created_at timestamptz not null default now(),
   updated_at timestamptz not null default now()
 );

@@ -342,3 +342,29 @@ dbTest("run() aborted during a slow save cancels the statement and commits nothi
   assert.deepEqual([row.status, row.edition_id], ["Processing", null]);
   assert.equal(await ingestion.giveBack(ctx, job!), true, "the row lock is free for the give-back");
 });
+
+dbTest(
+  "recover() backs off an asset repair that fails instead of retrying it on every wake",
+  async (db) => {
+    const ctx = await ingestionContext(db);
+    const id = await insertJob(db, await writeSource(ctx.storageDir, "book.txt", SMALL_BOOK));
+    await ingestion.run(ctx, (await ingestion.claim(ctx))!, new AbortController().signal);
+    const editionId = (await jobRow(db, id)).edition_id!;
+    // The edition's directory is now a plain file: every write under it fails.
+    await Deno.remove(`${ctx.storageDir}/editions/${editionId}`, { recursive: true });
+    await Deno.writeTextFile(`${ctx.storageDir}/editions/${editionId}`, "not a directory");
+    await db.sql`update editions set assets_version = 0`;
+    await ingestion.recover(ctx, new AbortController().signal);
+    const [failed] = await db.sql`
+    select assets_version, assets_repair_after > now() + interval '50 seconds' as backing_off
+    from editions`;
+    assert.deepEqual([failed.assets_version, failed.backing_off], [0, true]);
+    // Fixed, but not due yet: nothing is tried; once due, the repair succeeds.
+    await Deno.remove(`${ctx.storageDir}/editions/${editionId}`);
+    await ingestion.recover(ctx, new AbortController().signal);
+    assert.deepEqual(await listAssetVersions(ctx.storageDir, editionId), []);
+    await db.sql`update editions set assets_repair_after = now()`;
+    await ingestion.recover(ctx, new AbortController().signal);
+    assert.deepEqual(await listAssetVersions(ctx.storageDir, editionId), ["v1"]);
+  },
+);
