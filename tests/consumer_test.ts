@@ -11,11 +11,6 @@ import {
   writeSource,
 } from "./_ingestion.ts";
 
-function median(values: number[]): number {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.floor(sorted.length / 2)];
-}
-
 async function status(db: { sql: import("../lib/db.ts").Sql }, id: string): Promise<string> {
   const [row] = await db.sql<
     { status: string }[]
@@ -52,10 +47,8 @@ dbTest(
         latencies.push(claimedAt.get(id)! - committed);
         await waitFor(`job ${id} completed`, async () => (await status(db, id)) === "Completed");
       }
-      assert.ok(
-        median(latencies) < 100,
-        `median start latency ${median(latencies)} ms (${latencies})`,
-      );
+      const worst = Math.max(...latencies);
+      assert.ok(worst < 100, `every job starts within 100 ms of its commit: ${latencies}`);
     } finally {
       await running.stop();
       sub.close();
