@@ -1,0 +1,64 @@
+import assert from "node:assert/strict";
+import { transaction } from "../lib/db.ts";
+import { createLogger } from "../lib/log.ts";
+import { dbTest } from "./_db.ts";
+
+const log = createLogger("silent");
+
+dbTest(
+  "transaction() runs afterCommit effects in order after COMMIT, and none on rollback",
+  async (db) => {
+    const seen: string[] = [];
+    await transaction(db.sql, log, async (tx) => {
+      tx.afterCommit(() => void seen.push("first"));
+      tx.afterCommit(() => void seen.push("second"));
+      await tx.sql`select 1`;
+      assert.deepEqual(seen, [], "nothing runs before the commit");
+    });
+    assert.deepEqual(seen, ["first", "second"]);
+    await assert.rejects(
+      transaction(db.sql, log, async (tx) => {
+        tx.afterCommit(() => void seen.push("rolled back"));
+        await tx.sql`select 1`;
+        throw new Error("roll back");
+      }),
+      /roll back/,
+    );
+    assert.deepEqual(seen, ["first", "second"]);
+  },
+);
+
+dbTest("transaction() with a signal aborted during BEGIN never runs a long body", async (db) => {
+  for (let i = 0; i < 10; i++) {
+    const abort = new AbortController();
+    const reason = new Error("Shutting down");
+    const t0 = performance.now();
+    const running = transaction(db.sql, log, async (tx) => {
+      await tx.sql`select pg_sleep(2)`;
+    }, abort.signal);
+    abort.abort(reason); // lands while BEGIN or the pid query is in flight
+    await assert.rejects(running, (err) => err === reason);
+    assert.ok(performance.now() - t0 < 1000, `attempt ${i} took ${performance.now() - t0} ms`);
+  }
+});
+
+dbTest(
+  "transaction() cancel on abort never reaches the next user of the connection",
+  async (db) => {
+    let cancelled = 0;
+    for (let i = 0; i < 50; i++) {
+      const abort = new AbortController();
+      const running = transaction(db.sql, log, async (tx) => {
+        await tx.sql`select pg_sleep(0.02)`;
+        abort.abort(new Error("Shutting down")); // after the statement: the cancel finds it idle
+      }, abort.signal);
+      await assert.rejects(running);
+      // Straight after, on the same pool: must not be hit by the late cancel.
+      await db.sql`select pg_sleep(0.01)`.catch((err) => {
+        if (err.code === "57014") cancelled++;
+        else throw err;
+      });
+    }
+    assert.equal(cancelled, 0);
+  },
+);
