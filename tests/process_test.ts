@@ -143,3 +143,19 @@ Deno.test("main.ts retries an unreachable database with backoff, saying so, and 
   worker.child.kill("SIGTERM");
   assert.equal((await worker.exited).code, 0);
 });
+
+dbTest(
+  "main.ts on SIGHUP (a closed terminal) gives the running job back and exits 0",
+  async (db) => {
+    const dir = await storage();
+    await mkfifo(`${dir}/stream.txt`);
+    const worker = spawnWorker(db, { STORAGE_DIR: dir });
+    await worker.waitForLog("consumer started");
+    const id = await insertJob(db, "stream.txt");
+    await worker.waitForLog("job claimed", { id });
+    worker.child.kill("SIGHUP");
+    assert.equal((await worker.exited).code, 0);
+    const row = await jobRow(db, id);
+    assert.deepEqual([row.status, row.attempt_count, row.error], ["Queued", 0, null]);
+  },
+);
