@@ -102,8 +102,9 @@ export function createApi(deps: ApiDeps): Hono {
         await drain.stop(Math.max(0, deadline - performance.now()));
       });
       stream.onAbort(() => sub.close());
-      drain.start();
+      // "ready" first: the subscription exists, so the client sees every event from here on.
       await stream.writeSSE({ event: "ready", data: "{}" });
+      drain.start();
       await drain.done;
       unregister();
     }));
