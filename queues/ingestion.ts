@@ -224,9 +224,11 @@ export async function run(
   job: IngestionJob,
   signal: AbortSignal,
 ): Promise<void> {
-  let book: ExtractedBook;
   try {
-    book = await extractBook(await resolveSourceFile(ctx.storageDir, job.source_path), signal);
+    const book = await extractBook(
+      await resolveSourceFile(ctx.storageDir, job.source_path),
+      signal,
+    );
     // An extractor may return a truncated result on cancel instead of throwing (ADR-022, the PDF
     // extractor): never save what a cancelled run produced.
     signal.throwIfAborted();
