@@ -7,13 +7,7 @@
  * @module
  */
 import { startEmbedded } from "../lib/embedded.ts";
-
-function freePort(): number {
-  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const { port } = listener.addr as Deno.NetAddr;
-  listener.close();
-  return port;
-}
+import { freePort } from "./_fs.ts";
 
 const env: Record<string, string> = {};
 let stop = (): Promise<void> => Promise.resolve();

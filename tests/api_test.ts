@@ -13,6 +13,7 @@ import {
   startConsumer,
   writeSource,
 } from "./_ingestion.ts";
+import { mkfifo } from "./_fs.ts";
 
 const TOKEN = "api-test-token-0123456789";
 const auth = { authorization: `Bearer ${TOKEN}` };
@@ -89,7 +90,7 @@ dbTest(
     await Deno.mkdir(`${ctx.storageDir}/folder.txt`);
     await Deno.symlink("loop2.txt", `${ctx.storageDir}/loop1.txt`);
     await Deno.symlink("loop1.txt", `${ctx.storageDir}/loop2.txt`);
-    await new Deno.Command("mkfifo", { args: [`${ctx.storageDir}/fifo.txt`] }).output();
+    await mkfifo(`${ctx.storageDir}/fifo.txt`);
     const cases: Array<[unknown, number, RegExp]> = [
       ["{not json", 400, /JSON/i],
       [{}, 400, /source_path/],

@@ -10,6 +10,7 @@ import {
   startConsumer,
   writeSource,
 } from "./_ingestion.ts";
+import { mkfifo, releaseFifo } from "./_fs.ts";
 
 async function status(db: { sql: import("../lib/db.ts").Sql }, id: string): Promise<string> {
   const [row] = await db.sql<
@@ -212,8 +213,7 @@ dbTest(
 dbTest("Consumer.stop() aborts a run blocked on a FIFO and gives the claim back", async (db) => {
   const ctx = await ingestionContext(db);
   const fifo = `${ctx.storageDir}/stream.txt`;
-  const mk = await new Deno.Command("mkfifo", { args: [fifo] }).output();
-  assert.equal(mk.code, 0);
+  await mkfifo(fifo);
   const running = await startConsumer(db, ctx);
   const rec = recordEvents(ctx.events);
   const id = await enqueueBook(db, "stream.txt");
@@ -226,8 +226,7 @@ dbTest("Consumer.stop() aborts a run blocked on a FIFO and gives the claim back"
   assert.deepEqual([row.status, row.attempt_count, row.error], ["Queued", 0, null]);
   assert.deepEqual(rec.events.map((e) => e.transition), ["claimed", "given_back"]);
   // Release the abandoned blocking open so the test leaks no pending op.
-  // O_RDWR never blocks on a FIFO, and as a writer it releases any open still waiting.
-  (await Deno.open(fifo, { read: true, write: true })).close();
+  await releaseFifo(fifo);
 });
 
 dbTest(
@@ -235,7 +234,7 @@ dbTest(
   async (db) => {
     const ctx = await ingestionContext(db);
     const fifo = `${ctx.storageDir}/stuck.txt`;
-    assert.equal((await new Deno.Command("mkfifo", { args: [fifo] }).output()).code, 0);
+    await mkfifo(fifo);
     const running = await startConsumer(db, ctx, { runTimeoutMs: 300 });
     try {
       const id = await enqueueBook(db, "stuck.txt");
@@ -248,8 +247,7 @@ dbTest(
       assert.ok(row.run_after.getTime() > Date.now());
     } finally {
       await running.stop();
-      // O_RDWR never blocks on a FIFO, and as a writer it releases any open still waiting.
-      (await Deno.open(fifo, { read: true, write: true })).close();
+      await releaseFifo(fifo);
     }
   },
 );

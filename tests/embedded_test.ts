@@ -9,13 +9,7 @@ import postgres from "postgres";
 import { type EmbeddedServer, startEmbedded } from "../lib/embedded.ts";
 import { waitFor } from "./_db.ts";
 import { collectJsonLines } from "./_worker.ts";
-
-function freePort(): number {
-  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const { port } = listener.addr as Deno.NetAddr;
-  listener.close();
-  return port;
-}
+import { freePort, mkfifo } from "./_fs.ts";
 
 /** A temp directory the `postgres` user can traverse (as root the server runs as that user). */
 async function tempRoot(): Promise<string> {
@@ -193,8 +187,7 @@ Deno.test("deno task start on a terminal's Ctrl-C (SIGINT to its process group) 
   const storage = `${root}/storage`;
   await Deno.mkdir(storage);
   // A job that runs until it is aborted: reading a FIFO nobody writes to.
-  const mkfifo = await new Deno.Command("mkfifo", { args: [`${storage}/stream.txt`] }).output();
-  assert.equal(mkfifo.code, 0);
+  await mkfifo(`${storage}/stream.txt`);
   const env: Record<string, string> = {
     PATH: Deno.env.get("PATH") ?? "/usr/bin:/bin",
     HOME: Deno.env.get("HOME") ?? "/root",

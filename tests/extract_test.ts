@@ -8,6 +8,7 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { extractBook, UnreadableBookError } from "../books/extract.ts";
+import { mkfifo } from "./_fs.ts";
 
 async function inTempDir(fn: (dir: string) => Promise<void>): Promise<void> {
   const dir = await Deno.makeTempDir({ prefix: "extract_test_" });
@@ -29,12 +30,6 @@ async function assertUnreadable(work: Promise<unknown>, message: string | RegExp
 
 function signal(): AbortSignal {
   return new AbortController().signal;
-}
-
-async function mkfifo(path: string): Promise<void> {
-  const { success, stderr } = await new Deno.Command("mkfifo", { args: [path], stderr: "piped" })
-    .output();
-  assert.ok(success, new TextDecoder().decode(stderr));
 }
 
 /** Names of the kernel functions this process's threads are sleeping in (Linux `wchan`). */

@@ -1,29 +1,34 @@
 import assert from "node:assert/strict";
-import { dbTest, waitFor } from "./_db.ts";
+import { dbTest, type TestDb, waitFor } from "./_db.ts";
 import { insertJob, jobRow, SMALL_BOOK } from "./_ingestion.ts";
 import { postJson, spawnWorker } from "./_worker.ts";
-
-async function mkfifo(path: string): Promise<void> {
-  const out = await new Deno.Command("mkfifo", { args: [path] }).output();
-  assert.equal(out.code, 0, new TextDecoder().decode(out.stderr));
-}
+import { mkfifo } from "./_fs.ts";
 
 async function storage(): Promise<string> {
   return await Deno.makeTempDir({ prefix: "textstack-process-" });
 }
 
+/**
+ * Spawn main.ts and get a job in flight: its source is a FIFO nobody writes to, so the run stays
+ * open until it is aborted. The API refuses FIFOs (they could block the queue), so the row is
+ * inserted directly.
+ */
+async function startWithRunningJob(db: TestDb, env: Record<string, string> = {}) {
+  const dir = await storage();
+  await mkfifo(`${dir}/stream.txt`);
+  const worker = spawnWorker(db, { STORAGE_DIR: dir, ...env });
+  await worker.waitForLog("consumer started");
+  const id = await insertJob(db, "stream.txt");
+  await worker.waitForLog("job claimed", { id });
+  return { worker, id, dir };
+}
+
 dbTest(
   "main.ts on SIGTERM gives the running job back and exits 0 within the budget",
   async (db) => {
-    const dir = await storage();
-    await mkfifo(`${dir}/stream.txt`);
-    const worker = spawnWorker(db, { STORAGE_DIR: dir, SHUTDOWN_BUDGET_MS: "3000" });
+    const { worker, id } = await startWithRunningJob(db, { SHUTDOWN_BUDGET_MS: "3000" });
     const base = await worker.baseUrl();
-    await worker.waitForLog("consumer started");
-    // The API refuses FIFOs (they could block the queue), so the test inserts the row itself.
-    const id = await insertJob(db, "stream.txt");
     assert.equal((await (await fetch(`${base}/healthz`)).json()).status, "ok");
-    await worker.waitForLog("job claimed", { id });
     assert.equal((await jobRow(db, id)).status, "Processing");
     const t0 = performance.now();
     worker.child.kill("SIGTERM");
@@ -102,12 +107,7 @@ dbTest("main.ts second instance stands by and takes over after the first's SIGTE
 });
 
 dbTest("main.ts exits at once with a non-zero code on a second signal", async (db) => {
-  const dir = await storage();
-  await mkfifo(`${dir}/stream.txt`);
-  const worker = spawnWorker(db, { STORAGE_DIR: dir });
-  await worker.waitForLog("consumer started");
-  const id = await insertJob(db, "stream.txt");
-  await worker.waitForLog("job claimed", { id });
+  const { worker } = await startWithRunningJob(db);
   worker.child.kill("SIGTERM");
   worker.child.kill("SIGINT");
   const status = await worker.exited;
@@ -147,12 +147,7 @@ Deno.test("main.ts retries an unreachable database with backoff, saying so, and 
 dbTest(
   "main.ts on SIGHUP (a closed terminal) gives the running job back and exits 0",
   async (db) => {
-    const dir = await storage();
-    await mkfifo(`${dir}/stream.txt`);
-    const worker = spawnWorker(db, { STORAGE_DIR: dir });
-    await worker.waitForLog("consumer started");
-    const id = await insertJob(db, "stream.txt");
-    await worker.waitForLog("job claimed", { id });
+    const { worker, id } = await startWithRunningJob(db);
     worker.child.kill("SIGHUP");
     assert.equal((await worker.exited).code, 0);
     const row = await jobRow(db, id);
