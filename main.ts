@@ -6,7 +6,7 @@
  */
 import { ConfigError, parseConfig } from "./lib/config.ts";
 import { createLogger } from "./lib/log.ts";
-import { connect, type Sql } from "./lib/db.ts";
+import { connect, guardDriverCloseCrash, type Sql } from "./lib/db.ts";
 import { type EmbeddedServer, startEmbedded } from "./lib/embedded.ts";
 import { migrate, readMigrations } from "./lib/migrate.ts";
 import { Lifecycle, settlesBy, waitUntilReachable } from "./lib/lifecycle.ts";
@@ -28,6 +28,7 @@ try {
   Deno.exit(2);
 }
 const log = createLogger(config.logLevel);
+guardDriverCloseCrash(log);
 const bootId = crypto.randomUUID();
 log.info({ bootId, pid: Deno.pid }, "starting");
 

@@ -138,3 +138,32 @@ export async function transaction<T>(
   }
   return result;
 }
+
+/**
+ * Keep the process alive through postgres.js 3.4.9's known crash when a connection closes under a
+ * pending small write: `nextWrite` runs from `setImmediate` after `closed()` has nulled the socket
+ * and throws `TypeError: Cannot read properties of null (reading 'write')`, uncatchable by the
+ * caller (porsager/postgres#1154, #1208; fixes #1168, #1176, #1209 not yet released). By then the
+ * query has already been rejected with CONNECTION_CLOSED, so dropping the write is safe; the
+ * error is logged. Any other uncaught error still ends the process. Seen here in a test that
+ * terminates a backend mid-statement.
+ *
+ * @param log where each swallowed occurrence is reported.
+ * @example
+ * guardDriverCloseCrash(log); // once, at startup (main.ts, tests/_db.ts)
+ */
+export function guardDriverCloseCrash(log: Logger): void {
+  globalThis.addEventListener("error", (event) => {
+    const err = event.error;
+    if (
+      err instanceof TypeError && err.message.includes("(reading 'write')") &&
+      /postgres\/src\/connection\.js/.test(err.stack ?? "")
+    ) {
+      event.preventDefault();
+      log.error(
+        { err },
+        "postgres.js wrote to a closed connection; ignored (porsager/postgres#1154)",
+      );
+    }
+  });
+}

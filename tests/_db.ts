@@ -4,9 +4,13 @@
  *
  * @module
  */
-import { connect, type Sql } from "../lib/db.ts";
+import { connect, guardDriverCloseCrash, type Sql } from "../lib/db.ts";
 import { createLogger } from "../lib/log.ts";
 import { migrate, readMigrations } from "../lib/migrate.ts";
+
+// The tests terminate backends on purpose; like main.ts, they must survive the driver's known
+// crash on a closed connection (see guardDriverCloseCrash).
+guardDriverCloseCrash(createLogger("silent"));
 
 /** A migrated, private schema for one test file. */
 export interface TestDb {

@@ -62,3 +62,19 @@ dbTest(
     assert.equal(cancelled, 0);
   },
 );
+
+Deno.test("guardDriverCloseCrash() survives postgres.js's closed-socket write and nothing else", async () => {
+  const script = new URL("./fixtures/driver_crash.ts", import.meta.url).pathname;
+  const run = async (kind: string) => {
+    const out = await new Deno.Command(Deno.execPath(), { args: ["run", "-A", script, kind] })
+      .output();
+    return { code: out.code, stdout: new TextDecoder().decode(out.stdout) };
+  };
+  const driver = await run("driver");
+  assert.equal(driver.code, 0);
+  assert.match(driver.stdout, /wrote to a closed connection; ignored/);
+  assert.match(driver.stdout, /still alive/);
+  const other = await run("other");
+  assert.notEqual(other.code, 0, "an unrelated uncaught error still ends the process");
+  assert.doesNotMatch(other.stdout, /still alive/);
+});
