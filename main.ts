@@ -4,7 +4,7 @@
  *
  * @module
  */
-import { ConfigError, parseConfig } from "./lib/config.ts";
+import { ConfigError, parseConfig, parseQueueSettings, type QueueSettings } from "./lib/config.ts";
 import { createLogger } from "./lib/log.ts";
 import { connect, guardDriverCloseCrash, type Sql } from "./lib/db.ts";
 import { type EmbeddedServer, startEmbedded } from "./lib/embedded.ts";
@@ -14,14 +14,19 @@ import { EventHub } from "./lib/events.ts";
 import { Wake } from "./lib/wake.ts";
 import { listenForWakes } from "./lib/listener.ts";
 import { QueueLock } from "./lib/lock.ts";
-import { Consumer } from "./lib/consumer.ts";
+import { type ClaimedJob, Consumer, type Queue, type QueueContext } from "./lib/consumer.ts";
 import { createApi, loadOrCreateToken } from "./lib/api.ts";
 import * as ingestion from "./queues/ingestion.ts";
 import { ingestionRoutes } from "./queues/ingestion_routes.ts";
 
+const env = Deno.env.toObject();
+/** Every queue this process consumes; adding one is one line here and one `serve()` below. */
+const QUEUES = [ingestion] as const;
 let config;
 try {
-  config = parseConfig(Deno.env.toObject());
+  config = parseConfig(env);
+  // Read now so a bad queue setting stops the worker before anything starts.
+  for (const queue of QUEUES) parseQueueSettings(env, queue.defaults);
 } catch (err) {
   if (!(err instanceof ConfigError)) throw err;
   createLogger().fatal({ err: err.message }, "invalid configuration");
@@ -89,34 +94,44 @@ await Deno.mkdir(config.storageDir, { recursive: true })
   .catch((err) => fatal(`Cannot create STORAGE_DIR "${config.storageDir}"`, err));
 
 const events = new EventHub();
-const ingestionCtx: ingestion.IngestionContext = {
-  sql,
-  log,
-  bootId,
-  events,
-  storageDir: config.storageDir,
-  staleAfterMs: config.ingestionStaleAfterMs,
-};
+const base: QueueContext = { sql, log, bootId, events };
 
-const consumers = [{ queue: ingestion, ctx: ingestionCtx }].map(({ queue, ctx }) => {
+/**
+ * Serve one queue: its wake, lock, consumer and NOTIFY channel, with its own settings.
+ *
+ * @param context builds the queue's context from the shared one and its settings.
+ * @returns the context, for the queue's routes.
+ */
+async function serve<J extends ClaimedJob, C extends QueueContext>(
+  queue: Queue<J, C>,
+  context: (settings: QueueSettings) => C,
+): Promise<C> {
+  const settings = parseQueueSettings(env, queue.defaults);
+  const ctx = context(settings);
   const wake = new Wake(queue.name);
-  const lock = new QueueLock({ url, schema, queue: queue.name, log });
+  const lock = new QueueLock({ url: url!, schema, queue: queue.name, log });
   const consumer = new Consumer({
     queue,
     ctx,
     lock,
     wake,
-    pollIntervalMs: config.pollIntervalMs,
-    standbyRetryMs: config.standbyRetryMs,
-    runTimeoutMs: config.ingestionTimeoutMs,
+    pollIntervalMs: config!.pollIntervalMs,
+    standbyRetryMs: config!.standbyRetryMs,
+    runTimeoutMs: settings.timeoutMs,
   });
   lifecycle.onStop("consumers", queue.name, (deadline) => consumer.stop(deadline));
-  return { queue, wake, consumer };
-});
-for (const { queue, wake } of consumers) {
   await listenForWakes(listenerSql, `${schema}.${queue.table}`, wake, log)
     .catch((err) => fatal(`Cannot listen on channel "${schema}.${queue.table}"`, err));
+  starts.push(() => consumer.start());
+  return ctx;
 }
+const starts: (() => void)[] = [];
+
+const ingestionCtx = await serve(ingestion, (s) => ({
+  ...base,
+  storageDir: config.storageDir,
+  staleAfterMs: s.staleAfterMs,
+}));
 
 const token = config.internalApiToken ??
   await loadOrCreateToken(config.dataDir, log)
@@ -150,4 +165,4 @@ lifecycle.onStop("http", "server", async (deadline) => {
   }
 });
 
-for (const { consumer } of consumers) consumer.start();
+for (const start of starts) start();

@@ -26,10 +26,6 @@ export interface Config {
   readonly pollIntervalMs: number;
   /** Shutdown budget in ms from the first signal to exit (default 5000). */
   readonly shutdownBudgetMs: number;
-  /** A `Processing` ingestion job older than this (ms) is stale (default 600000 = 10 min). */
-  readonly ingestionStaleAfterMs: number;
-  /** Longest an ingestion run may take, in ms (default 900000 = 15 min); then it is retried. */
-  readonly ingestionTimeoutMs: number;
   /** How often a standing-by consumer retries its queue lock, in ms (default 3000). */
   readonly standbyRetryMs: number;
   /** Port of the embedded PostgreSQL when `DATABASE_URL` is unset (default 54329). */
@@ -124,8 +120,6 @@ export function parseConfig(env: Env): Config {
     dataDir,
     pollIntervalMs: readMs(env, "POLL_INTERVAL_MS", 5000),
     shutdownBudgetMs: readMs(env, "SHUTDOWN_BUDGET_MS", 5000),
-    ingestionStaleAfterMs: readMs(env, "INGESTION_STALE_AFTER_MS", 600_000),
-    ingestionTimeoutMs: readMs(env, "INGESTION_TIMEOUT_MS", 900_000),
     standbyRetryMs: readMs(env, "STANDBY_RETRY_MS", 3000),
     embeddedPgPort: read(env, "EMBEDDED_PG_PORT", "a port number from 1 to 65535", tcpPort, 54329),
     logLevel: read(
@@ -135,5 +129,43 @@ export function parseConfig(env: Env): Config {
       level,
       "info",
     ),
+  });
+}
+
+/**
+ * A queue's own settings and their defaults, declared by the queue module (STYLE.md §4: the
+ * queue owns them; `lib/` only reads them).
+ */
+export interface QueueDefaults {
+  /** The env prefix, e.g. `INGESTION` for `INGESTION_STALE_AFTER_MS` and `INGESTION_TIMEOUT_MS`. */
+  readonly envPrefix: string;
+  /** An in-flight row claimed longer ago than this (ms) is stale, by the queue's own rule. */
+  readonly staleAfterMs: number;
+  /** Longest one run may take (ms); then its signal aborts with a `TimeoutError`. */
+  readonly timeoutMs: number;
+}
+
+/** A queue's settings as read from the environment. All durations are in milliseconds. */
+export interface QueueSettings {
+  /** `<PREFIX>_STALE_AFTER_MS`, else the queue's default. */
+  readonly staleAfterMs: number;
+  /** `<PREFIX>_TIMEOUT_MS`, else the queue's default. */
+  readonly timeoutMs: number;
+}
+
+/**
+ * Read one queue's settings: `<PREFIX>_STALE_AFTER_MS` and `<PREFIX>_TIMEOUT_MS`.
+ *
+ * @param env variables by name; an empty string counts as unset.
+ * @param defaults the queue module's declaration.
+ * @returns the frozen settings.
+ * @throws {ConfigError} naming the variable when one is set to a value of the wrong shape.
+ * @example
+ * parseQueueSettings({ INGESTION_TIMEOUT_MS: "60000" }, ingestion.defaults).timeoutMs; // 60000
+ */
+export function parseQueueSettings(env: Env, defaults: QueueDefaults): QueueSettings {
+  return Object.freeze({
+    staleAfterMs: readMs(env, `${defaults.envPrefix}_STALE_AFTER_MS`, defaults.staleAfterMs),
+    timeoutMs: readMs(env, `${defaults.envPrefix}_TIMEOUT_MS`, defaults.timeoutMs),
   });
 }

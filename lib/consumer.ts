@@ -10,6 +10,7 @@
  * @module
  */
 import { setTimeout as sleep } from "node:timers/promises";
+import type { QueueDefaults } from "./config.ts";
 import type { Logger } from "./log.ts";
 import type { Sql } from "./db.ts";
 import type { QueueLock } from "./lock.ts";
@@ -53,6 +54,8 @@ export interface Queue<J extends ClaimedJob, C extends QueueContext> {
   readonly name: string;
   /** The table; its NOTIFY channel is `<schema>.<table>`. */
   readonly table: string;
+  /** Its settings' env prefix and defaults, read by `parseQueueSettings` (lib/config.ts). */
+  readonly defaults: QueueDefaults;
   recover(ctx: C, signal: AbortSignal): Promise<void>;
   claim(ctx: C): Promise<J | null>;
   run(ctx: C, job: J, signal: AbortSignal): Promise<void>;

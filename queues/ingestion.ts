@@ -18,6 +18,7 @@
  *
  * @module
  */
+import type { QueueDefaults } from "../lib/config.ts";
 import { transaction, type TxSql } from "../lib/db.ts";
 import type { JobEvent } from "../lib/events.ts";
 import { type ClaimedJob, isRunTimeout, type QueueContext } from "../lib/consumer.ts";
@@ -29,6 +30,16 @@ import { resolveSourceFile } from "../books/source_path.ts";
 export const name = "ingestion";
 /** The queue table; NOTIFY channel `<schema>.ingestion_jobs`. */
 export const table = "ingestion_jobs";
+/**
+ * Settings: `INGESTION_STALE_AFTER_MS` (default 10 min, ADR-022 row 1) and `INGESTION_TIMEOUT_MS`
+ * (default 15 min; with the queue lock held nothing else re-picks a long run, so the run timeout,
+ * not the stale rule, bounds one run while this process lives).
+ */
+export const defaults: QueueDefaults = {
+  envPrefix: "INGESTION",
+  staleAfterMs: 600_000,
+  timeoutMs: 900_000,
+};
 /** Attempts before a job is `Failed` for good (ADR-022: "3, then Failed"). */
 export const MAX_ATTEMPTS = 3;
 /** Delay before a transient failure is retried, in ms, per attempt already made. */

@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
-import { ConfigError, parseConfig } from "../lib/config.ts";
+import { ConfigError, parseConfig, parseQueueSettings } from "../lib/config.ts";
+import * as ingestion from "../queues/ingestion.ts";
 
 Deno.test("parseConfig() gives the documented defaults", () => {
   const config = parseConfig({});
@@ -8,7 +9,6 @@ Deno.test("parseConfig() gives the documented defaults", () => {
   assert.equal(config.port, 8787);
   assert.equal(config.pollIntervalMs, 5000);
   assert.equal(config.shutdownBudgetMs, 5000);
-  assert.equal(config.ingestionStaleAfterMs, 600_000);
   assert.equal(config.storageDir, ".data/storage");
   assert.ok(Object.isFrozen(config));
 });
@@ -51,4 +51,19 @@ Deno.test("parseConfig() accepts good values and treats an empty string as unset
   assert.equal(config.port, 0);
   assert.equal(config.pollIntervalMs, 250);
   assert.equal(config.shutdownBudgetMs, 5000);
+});
+
+Deno.test("parseQueueSettings() reads <QUEUE>_STALE_AFTER_MS and <QUEUE>_TIMEOUT_MS over the queue's defaults", () => {
+  const defaults = parseQueueSettings({}, ingestion.defaults);
+  assert.deepEqual({ ...defaults }, { staleAfterMs: 600_000, timeoutMs: 900_000 });
+  const set = parseQueueSettings(
+    { INGESTION_STALE_AFTER_MS: "1000", INGESTION_TIMEOUT_MS: "2000" },
+    ingestion.defaults,
+  );
+  assert.deepEqual({ ...set }, { staleAfterMs: 1000, timeoutMs: 2000 });
+  assert.throws(
+    () => parseQueueSettings({ INGESTION_TIMEOUT_MS: "soon" }, ingestion.defaults),
+    (err: unknown) =>
+      err instanceof ConfigError && err.message.startsWith("Cannot parse INGESTION_TIMEOUT_MS"),
+  );
 });
