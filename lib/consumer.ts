@@ -29,6 +29,17 @@ export interface QueueContext {
   readonly events: JobEvents;
 }
 
+/**
+ * A queue's depth, for `/metrics` and `/admin`: counted by the queue module's own statement (each
+ * queue exports `stats(sql)`; no generic layer guesses at tables).
+ */
+export interface QueueStats {
+  /** Jobs by status name, every status of the queue present (0 when none). */
+  readonly byStatus: Readonly<Record<string, number>>;
+  /** Age in seconds of the oldest job that could be claimed now; null when there is none. */
+  readonly oldestRunnableAgeS: number | null;
+}
+
 /** The least a claimed job carries: its id and the attempt count its claim wrote. */
 export interface ClaimedJob {
   /** bigint id, as a string. */

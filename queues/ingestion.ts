@@ -19,9 +19,14 @@
  * @module
  */
 import type { QueueDefaults } from "../lib/config.ts";
-import { transaction, type TxSql } from "../lib/db.ts";
+import { type Sql, transaction, type TxSql } from "../lib/db.ts";
 import type { JobEvent } from "../lib/events.ts";
-import { type ClaimedJob, isRunTimeout, type QueueContext } from "../lib/consumer.ts";
+import {
+  type ClaimedJob,
+  isRunTimeout,
+  type QueueContext,
+  type QueueStats,
+} from "../lib/consumer.ts";
 import { extractBook, type ExtractedBook, UnreadableBookError } from "../books/extract.ts";
 import { publishAssets, repairAssets } from "./_ingestion_assets.ts";
 import { resolveSourceFile } from "../books/source_path.ts";
@@ -135,6 +140,31 @@ export async function retry(ctx: QueueContext, id: string): Promise<IngestionJob
     ctx.events.publish({ queue: name, id, transition: "retried", status: "Queued", attempt: 0 });
   }
   return row ?? null;
+}
+
+/**
+ * Jobs by status and the age of the oldest claimable one (Queued and due), for metrics and the
+ * dashboard. One statement; `ingestion_jobs_claimable` serves the oldest-age part.
+ *
+ * @returns every status, 0 when it has no rows; ages in seconds.
+ */
+export async function stats(sql: Sql): Promise<QueueStats> {
+  const [row] = await sql<
+    { by_status: Record<string, number> | null; oldest_s: number | null }[]
+  >`
+    select
+      (select jsonb_object_agg(status, n) from (
+        select status, count(*)::int as n from ingestion_jobs group by status) s) as by_status,
+      (select extract(epoch from now() - min(run_after))::float8 from ingestion_jobs
+        where status = 'Queued' and run_after <= now()) as oldest_s`;
+  const byStatus: Record<IngestionStatus, number> = {
+    Queued: 0,
+    Processing: 0,
+    Completed: 0,
+    Failed: 0,
+  };
+  Object.assign(byStatus, row.by_status ?? {});
+  return { byStatus, oldestRunnableAgeS: row.oldest_s };
 }
 
 // --- The consumer's verbs ---

@@ -368,3 +368,20 @@ dbTest(
     assert.deepEqual(await listAssetVersions(ctx.storageDir, editionId), ["v1"]);
   },
 );
+
+dbTest(
+  "stats() counts jobs by status, every status present, and the oldest runnable age",
+  async (db) => {
+    const ctx = await ingestionContext(db);
+    const empty = await ingestion.stats(db.sql);
+    assert.deepEqual(empty.byStatus, { Queued: 0, Processing: 0, Completed: 0, Failed: 0 });
+    assert.equal(empty.oldestRunnableAgeS, null);
+    await db.sql`insert into ingestion_jobs (source_path, created_at, run_after)
+    values ('a.txt', now() - interval '90 seconds', now() - interval '90 seconds'),
+           ('b.txt', now(), now() + interval '1 hour')`;
+    await db.sql`insert into ingestion_jobs (source_path, status) values ('c.txt', 'Failed')`;
+    const some = await ingestion.stats(ctx.sql);
+    assert.deepEqual(some.byStatus, { Queued: 2, Processing: 0, Completed: 0, Failed: 1 });
+    assert.ok(some.oldestRunnableAgeS! >= 89 && some.oldestRunnableAgeS! < 120);
+  },
+);
