@@ -3,7 +3,7 @@
  * (ADR-022 row 4, as shipped 2026-10-08; ADR-023 removed per-edit jobs).
  *
  * Transitions:
- * - (none) → Queued: {@linkcode queueRebuild} (admin `rebuild-all`, a publish). At most one
+ * - (none) → Queued: {@linkcode queueRebuild} (admin `rebuild-all`, {@linkcode publishEdition}). At most one
  *   `Queued` Full job exists (partial unique index); a request while one is queued reuses it.
  *
  * @module
@@ -56,4 +56,31 @@ export async function queueRebuild(
     if (queued) return { job: queued, created: false };
   }
   throw new Error("Cannot queue a Full rebuild: the queued job kept being claimed");
+}
+
+/**
+ * Publish or unpublish an edition, and queue the Full rebuild that puts the change on the site —
+ * the one write the admin publish route and auto-publish's complete both use. Call it inside
+ * the caller's transaction so the edition, the rebuild and the caller's own settle commit together.
+ *
+ * @param tx the caller's transaction.
+ * @param editionId bigint id, as a string.
+ * @param published true to publish (keeps the first `published_at`), false to unpublish.
+ * @returns the edition's `published_at` after the write and the queued rebuild; null when no
+ *   edition has that id (nothing is written then).
+ */
+export async function publishEdition(
+  tx: TxSql,
+  editionId: string,
+  published: boolean,
+): Promise<{ published_at: Date | null; rebuild: SsgJobRow } | null> {
+  const [edition] = await tx<{ published_at: Date | null }[]>`
+    update editions
+    set published_at = case when ${published} then coalesce(published_at, now()) end,
+        updated_at = now()
+    where id = ${editionId}
+    returning published_at`;
+  if (!edition) return null;
+  const { job } = await queueRebuild(tx);
+  return { published_at: edition.published_at, rebuild: job };
 }
