@@ -77,11 +77,14 @@ export function unreadableBook(
  */
 export function describeParseError(error: unknown): string {
   if (!(error instanceof Error)) return String(error);
-  // V8's wording; a recursive descent through the file's structure is the only deep recursion.
-  if (error instanceof RangeError && /call stack size/i.test(error.message)) {
-    return "it is nested too deeply";
+  // Read before narrowing: with Node's types in the graph, Error and RangeError are structurally
+  // the same, so the false branch of `instanceof RangeError` would narrow `error` to never.
+  const { name, message } = error;
+  if (error instanceof RangeError) {
+    // V8's wording; a recursive descent through the file's structure is the only deep recursion.
+    return /call stack size/i.test(message) ? "it is nested too deeply" : message;
   }
-  return error instanceof RangeError ? error.message : `${error.name}: ${error.message}`;
+  return `${name}: ${message}`;
 }
 
 /**

@@ -59,6 +59,11 @@ export interface IngestionContext extends QueueContext {
   readonly storageDir: string;
   /** A Processing row claimed longer ago than this (ms) is stale. */
   readonly staleAfterMs: number;
+  /**
+   * Reads a book file; `extractBook` when unset. A test sets an extractor that returns a
+   * truncated result on cancel instead of throwing, the case ADR-022 says must never be saved.
+   */
+  readonly extract?: (path: string, signal: AbortSignal) => Promise<ExtractedBook>;
 }
 
 /** A claimed ingestion job, as the claim wrote it (the fence for every later write). */
@@ -266,7 +271,7 @@ export async function run(
   signal: AbortSignal,
 ): Promise<void> {
   try {
-    const book = await extractBook(
+    const book = await (ctx.extract ?? extractBook)(
       await resolveSourceFile(ctx.storageDir, job.source_path),
       signal,
     );

@@ -18,6 +18,11 @@ export interface TestDb {
   url: string;
   /** The schema's name, e.g. `t_ingestion_4f2a`. */
   schema: string;
+  /**
+   * The pool's `application_name`, unique to this schema (the schema's name), so a test that
+   * looks up backends in `pg_stat_activity` finds only its own, never another run's on the server.
+   */
+  applicationName: string;
   /** A pool whose search_path is the schema. */
   sql: Sql;
   /** Drop the schema and close the pool. */
@@ -39,7 +44,8 @@ export function testUrl(): string {
 export async function createTestDb(name: string): Promise<TestDb> {
   const url = testUrl();
   const schema = `t_${name}_${crypto.randomUUID().slice(0, 8)}`;
-  const sql = connect(url, { schema, applicationName: `test-${name}`, max: 4 });
+  const applicationName = schema;
+  const sql = connect(url, { schema, applicationName, max: 4 });
   await migrate(
     sql,
     schema,
@@ -49,6 +55,7 @@ export async function createTestDb(name: string): Promise<TestDb> {
   return {
     url,
     schema,
+    applicationName,
     sql,
     async close() {
       await sql`drop schema if exists ${sql(schema)} cascade`;
@@ -77,6 +84,29 @@ export async function waitFor<T>(
       throw new Error(`Timed out after ${timeoutMs} ms waiting for ${what}`);
     }
     await new Promise((r) => setTimeout(r, everyMs));
+  }
+}
+
+/**
+ * Settle with `promise`, or fail once `timeoutMs` passes: for a wait that has no deadline of its
+ * own (a statement that may block, a run that may hang), so a regression fails fast and says what
+ * it was waiting for instead of hanging until the suite's timeout.
+ *
+ * @returns what `promise` resolved with.
+ * @throws Error naming `what` when `timeoutMs` passes first; whatever `promise` rejected with.
+ */
+export async function within<T>(what: string, promise: Promise<T>, timeoutMs = 5000): Promise<T> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(
+      () => reject(new Error(`Timed out after ${timeoutMs} ms waiting for ${what}`)),
+      timeoutMs,
+    );
+  });
+  try {
+    return await Promise.race([promise, timeout]);
+  } finally {
+    clearTimeout(timer);
   }
 }
 

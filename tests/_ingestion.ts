@@ -117,7 +117,7 @@ export async function startConsumer(
   const lock = new QueueLock({ url: db.url, schema: db.schema, queue: queue.name, log: ctx.log });
   const listenerSql = connect(db.url, {
     schema: db.schema,
-    applicationName: options.applicationName ?? "test-listener",
+    applicationName: options.applicationName ?? `${db.applicationName}-listener`,
     max: 1,
   });
   await listenForWakes(listenerSql, `${db.schema}.${queue.table}`, wake, ctx.log);
@@ -145,7 +145,10 @@ export async function startConsumer(
 
 /** A table lock held by another session, to make a save block at a known point. */
 export interface HeldLock {
-  /** Wait until a backend of the test pool is blocked on the lock; returns its pid. */
+  /**
+   * Wait until a backend of this test's pool (matched by its own `application_name`, never
+   * another run's backends on a shared server) is blocked on the lock; returns its pid.
+   */
   blocked(): Promise<number>;
   /** Release the lock and close the holding session. */
   release(): Promise<void>;
@@ -153,7 +156,11 @@ export interface HeldLock {
 
 /** Take `lock table editions in access exclusive mode` in a separate session and keep it. */
 export async function holdEditionsLock(db: TestDb): Promise<HeldLock> {
-  const holder = connect(db.url, { schema: db.schema, applicationName: "test-holder", max: 1 });
+  const holder = connect(db.url, {
+    schema: db.schema,
+    applicationName: `${db.applicationName}-holder`,
+    max: 1,
+  });
   const locked = Promise.withResolvers<void>();
   const release = Promise.withResolvers<void>();
   const holding = holder.begin(async (tx) => {
@@ -168,7 +175,7 @@ export async function holdEditionsLock(db: TestDb): Promise<HeldLock> {
         const rows = await db.sql<{ pid: number }[]>`
           select pid from pg_stat_activity
           where wait_event_type = 'Lock' and query ilike '%editions%'
-            and application_name = 'test-t'`;
+            and application_name = ${db.applicationName}`;
         return rows.length > 0 ? rows : null;
       });
       return row.pid;

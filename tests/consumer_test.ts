@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { setTimeout as sleep } from "node:timers/promises";
 import * as ingestion from "../queues/ingestion.ts";
-import { dbTest, waitFor } from "./_db.ts";
+import { dbTest, waitFor, within } from "./_db.ts";
 import {
   ingestionContext,
   jobRow,
@@ -193,7 +193,7 @@ dbTest(
     };
     const running = await startConsumer(db, ctx, { queue: stubborn });
     const id = await enqueueBook(db, path);
-    await started.promise;
+    await within("the stubborn run to start", started.promise);
     const t0 = performance.now();
     await running.stop(300);
     const took = performance.now() - t0;
@@ -202,7 +202,7 @@ dbTest(
     assert.equal(row.status, "Queued");
     assert.equal(row.attempt_count, 0);
     assert.equal(row.error, null);
-    await lateRun;
+    await within("the late run to end", lateRun!);
     row = await jobRow(db, id);
     assert.equal(row.status, "Queued", "the fence kept the late run from completing");
     const [{ count }] = await db.sql`select count(*)::int from editions`;
@@ -269,7 +269,7 @@ dbTest("Consumer gives back at once a job whose claim committed as stop() began"
   await waitFor("the lock", () => running.lock.held);
   const id = await enqueueBook(db, path);
   await waitFor("the stop to begin", () => stopping !== undefined);
-  await stopping;
+  await within("the stop", stopping!);
   await running.listenerSql.end({ timeout: 1 });
   const row = await jobRow(db, id);
   assert.deepEqual([row.status, row.attempt_count, row.edition_id], ["Queued", 0, null]);

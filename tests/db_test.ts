@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { transaction } from "../lib/db.ts";
 import { createLogger } from "../lib/log.ts";
-import { dbTest } from "./_db.ts";
+import { dbTest, waitFor, within } from "./_db.ts";
 
 const log = createLogger("silent");
 
@@ -41,6 +41,28 @@ dbTest("transaction() with a signal aborted during BEGIN never runs a long body"
     assert.ok(performance.now() - t0 < 1000, `attempt ${i} took ${performance.now() - t0} ms`);
   }
 });
+
+dbTest(
+  "transaction() aborted while a statement runs cancels it and rejects with the abort reason",
+  async (db) => {
+    const abort = new AbortController();
+    const reason = new Error("Shutting down");
+    const running = transaction(db.sql, log, async (tx) => {
+      await tx.sql`select pg_sleep(30)`;
+    }, abort.signal);
+    await waitFor("the statement to run", async () => {
+      const rows = await db.sql`
+        select 1 from pg_stat_activity
+        where application_name = ${db.applicationName} and state = 'active'
+          and query like 'select pg_sleep(30)%'`;
+      return rows.length > 0;
+    });
+    const t0 = performance.now();
+    abort.abort(reason);
+    await assert.rejects(within("the aborted transaction", running, 2000), (err) => err === reason);
+    assert.ok(performance.now() - t0 < 1000, `took ${performance.now() - t0} ms`);
+  },
+);
 
 dbTest(
   "transaction() cancel on abort never reaches the next user of the connection",

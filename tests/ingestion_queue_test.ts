@@ -3,7 +3,7 @@ import { connect } from "../lib/db.ts";
 import * as ingestion from "../queues/ingestion.ts";
 import { listAssetVersions } from "../books/assets.ts";
 import { resolveSourcePath } from "../books/source_path.ts";
-import { dbTest } from "./_db.ts";
+import { dbTest, within } from "./_db.ts";
 import {
   holdEditionsLock,
   ingestionContext,
@@ -50,7 +50,7 @@ dbTest("claim() skips a row another session holds", async (db) => {
   try {
     await other.begin(async (tx) => {
       await tx`select id from ingestion_jobs where id = ${first} for update`;
-      const job = await ingestion.claim(ctx);
+      const job = await within("a claim that must skip the locked row", ingestion.claim(ctx));
       assert.equal(job?.id, second);
     });
   } finally {
@@ -333,7 +333,8 @@ dbTest("run() aborted during a slow save cancels the statement and commits nothi
     const reason = new Error("Shutting down");
     const t0 = performance.now();
     abort.abort(reason);
-    await assert.rejects(running, (err) => err === reason);
+    // The lock is only released below: a save the abort does not cancel would wait forever.
+    await assert.rejects(within("the aborted save to end", running, 2000), (err) => err === reason);
     assert.ok(performance.now() - t0 < 1000, "the blocked statement was cancelled");
   } finally {
     await lock.release();
