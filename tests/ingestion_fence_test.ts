@@ -173,7 +173,7 @@ dbTest("run() never saves a book its extractor returned after the abort", async 
   const id = await insertJob(db, await writeSource(ctx.storageDir, "book.txt", SMALL_BOOK));
   const job = (await ingestion.claim(ctx))!;
   await assert.rejects(
-    within("the cancelled run", ingestion.run(ctx, job, abort.signal)),
+    within("the cancelled run", ingestion.run(ctx, job, abort.signal), 60_000),
     (err) => err === reason,
   );
   const row = await jobRow(db, id);
