@@ -9,7 +9,8 @@
  * `tests` are the smallest test files that catch it. For each mutation a scratch copy of the
  * repository is made (the files git knows, tracked or new; `node_modules` symlinked, `.data/` left
  * out), the one replacement applied, and `deno test -A --no-check <tests>` run there — without the
- * type check, so only a failing test can kill a mutation. All runs share one PostgreSQL:
+ * type check, so only a failing test can kill a mutation, and `--fail-fast`, so the first failure
+ * ends the run. All runs share one PostgreSQL:
  * `DATABASE_URL` when set, else one embedded server started here (tests/_db.ts gives each test
  * file its own schema, so runs in parallel never meet).
  *
@@ -248,7 +249,7 @@ async function runTests(
   tests: string[],
 ): Promise<{ output: string; timedOut: boolean; success: boolean }> {
   const child = new Deno.Command(Deno.execPath(), {
-    args: ["test", "-A", "--no-check", ...tests],
+    args: ["test", "-A", "--no-check", "--fail-fast", ...tests],
     cwd: dir,
     env,
     stdin: "null",

@@ -25,102 +25,16 @@ async function enqueueBook(db: { sql: import("../lib/db.ts").Sql }, path: string
   return row.id;
 }
 
-dbTest(
-  "Consumer starts a job within 100 ms of its commit while the poll interval is 30 s",
-  async (db) => {
-    const ctx = await ingestionContext(db);
-    const path = await writeSource(ctx.storageDir, "book.txt", SMALL_BOOK);
-    const claimedAt = new Map<string, number>();
-    const sub = ctx.events.subscribe(1000);
-    const reader = (async () => {
-      for await (const e of sub.channel) {
-        if (e.transition === "claimed") claimedAt.set(e.id, performance.now());
-      }
-    })();
-    const running = await startConsumer(db, ctx, { pollIntervalMs: 30_000 });
-    try {
-      await waitFor("the lock", () => running.lock.held);
-      const latencies: number[] = [];
-      for (let i = 0; i < 7; i++) {
-        const id = await enqueueBook(db, path);
-        const committed = performance.now();
-        await waitFor(`job ${id} claimed`, () => claimedAt.has(id), 5000, 1);
-        latencies.push(claimedAt.get(id)! - committed);
-        await waitFor(`job ${id} completed`, async () => (await status(db, id)) === "Completed");
-      }
-      const worst = Math.max(...latencies);
-      assert.ok(worst < 100, `every job starts within 100 ms of its commit: ${latencies}`);
-    } finally {
-      await running.stop();
-      sub.close();
-      await reader;
-    }
-  },
-);
-
-dbTest("Consumer runs 500 jobs inserted in one transaction back to back", async (db) => {
-  const ctx = await ingestionContext(db);
-  const path = await writeSource(ctx.storageDir, "book.txt", SMALL_BOOK);
-  const running = await startConsumer(db, ctx, { pollIntervalMs: 30_000 });
-  try {
-    await waitFor("the lock", () => running.lock.held);
-    await db
-      .sql`insert into ingestion_jobs (source_path) select ${path} from generate_series(1, 500)`;
-    await waitFor(
-      "500 completed jobs",
-      async () => {
-        const [{ count }] = await db.sql`
-        select count(*)::int from ingestion_jobs where status = 'Completed'`;
-        return count === 500;
-      },
-      60_000,
-      50,
-    );
-  } finally {
-    await running.stop();
-  }
-});
-
-dbTest(
-  "Consumer catches up after its listener's backend is killed and is woken by NOTIFY again",
-  async (db) => {
-    const ctx = await ingestionContext(db);
-    const path = await writeSource(ctx.storageDir, "book.txt", SMALL_BOOK);
-    const applicationName = `test-listener-${crypto.randomUUID().slice(0, 8)}`;
-    const running = await startConsumer(db, ctx, { pollIntervalMs: 30_000, applicationName });
-    try {
-      await waitFor("the lock", () => running.lock.held);
-      const listenerPid = async () => {
-        const rows = await db.sql<{ pid: number }[]>`
-        select pid from pg_stat_activity where application_name = ${applicationName}`;
-        return rows[0]?.pid;
-      };
-      const before = await waitFor("the listener backend", listenerPid);
-      await db.sql`select pg_terminate_backend(${before})`;
-      const duringGap = await enqueueBook(db, path);
-      await waitFor(
-        "the job inserted during the gap",
-        async () => (await status(db, duringGap)) === "Completed",
-        5000,
-      );
-      const after = await waitFor("a new listener backend", listenerPid);
-      assert.notEqual(after, before);
-      const later = await enqueueBook(db, path);
-      const t0 = performance.now();
-      await waitFor("the later job", async () => (await status(db, later)) === "Completed", 3000);
-      assert.ok(performance.now() - t0 < 3000);
-    } finally {
-      await running.stop();
-    }
-  },
-);
+// A job that ends at once (its path is refused before any file is read, so it is Failed with no
+// extraction): the lock tests time the lock, not the work.
+const ENDS_AT_ONCE = "../outside.txt";
 
 dbTest(
   "Consumer stands by while another holds the queue and takes over when it stops",
   async (db) => {
     const ctx1 = await ingestionContext(db);
     const ctx2 = await ingestionContext(db, { storageDir: ctx1.storageDir });
-    const path = await writeSource(ctx1.storageDir, "book.txt", SMALL_BOOK);
+    const path = ENDS_AT_ONCE;
     const first = await startConsumer(db, ctx1, { applicationName: "test-listener-1" });
     let second;
     try {
@@ -128,14 +42,14 @@ dbTest(
       second = await startConsumer(db, ctx2, { applicationName: "test-listener-2" });
       const rec2 = recordEvents(ctx2.events);
       const id = await enqueueBook(db, path);
-      await waitFor("the first job", async () => (await status(db, id)) === "Completed");
+      await waitFor("the first job", async () => (await status(db, id)) === "Failed");
       assert.equal(second.lock.held, false);
       await first.stop();
       await waitFor("the second consumer's lock", () => second!.lock.held, 5000);
       const next = await enqueueBook(db, path);
       await waitFor(
         "the job after take-over",
-        async () => (await status(db, next)) === "Completed",
+        async () => (await status(db, next)) === "Failed",
       );
       await rec2.stop();
       assert.deepEqual(
@@ -153,7 +67,7 @@ dbTest(
   "Consumer stops claiming at once when its lock's session is lost, then takes the lock again",
   async (db) => {
     const ctx = await ingestionContext(db);
-    const path = await writeSource(ctx.storageDir, "book.txt", SMALL_BOOK);
+    const path = ENDS_AT_ONCE;
     const running = await startConsumer(db, ctx, { standbyRetryMs: 200 });
     try {
       const pid = await waitFor("the lock", () => running.lock.backendPid);
@@ -165,7 +79,7 @@ dbTest(
       const id = await enqueueBook(db, path);
       await waitFor(
         "a job after re-taking the lock",
-        async () => (await status(db, id)) === "Completed",
+        async () => (await status(db, id)) === "Failed",
       );
     } finally {
       await running.stop();
