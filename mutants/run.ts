@@ -15,7 +15,7 @@
  * file its own schema, so runs in parallel never meet).
  *
  * Prints one row per mutation (`killed`, `timeout`, `survived` or `not-applicable`, the time, the
- * first failing test), then one line `mutants: N killed, M survived`; exits 1 when any survived.
+ * first failing test and its error; each run's whole output goes to `.data/mutants/<id>.log`), then one line `mutants: N killed, M survived`; exits 1 when any survived.
  * A run past `--timeout` is killed with its whole process group and counts as killed, printed as
  * `timeout`: a hang means a test wait without a deadline, which is a defect to fix.
  *
@@ -123,6 +123,10 @@ if (url) {
 }
 
 const files = await repositoryFiles();
+// Each run's test output, kept until the next run: the row shows the first failure only.
+const logDir = join(root, ".data", "mutants");
+await Deno.remove(logDir, { recursive: true }).catch(() => {});
+await Deno.mkdir(logDir, { recursive: true });
 if (!(await exists(join(root, "node_modules")))) await install();
 console.log(
   `${mutations.length} mutations, ${concurrency} at a time, ${timeoutS} s timeout each`,
@@ -149,7 +153,9 @@ const notes = [
   timeouts ? `${timeouts} killed only by the timeout: give those waits a deadline` : "",
   notApplicable ? `${notApplicable} of the survivors not applicable: fix their find text` : "",
 ].filter(Boolean);
-console.log(`elapsed ${((performance.now() - startedAt) / 1000).toFixed(1)} s`);
+console.log(
+  `elapsed ${((performance.now() - startedAt) / 1000).toFixed(1)} s; test output in ${logDir}/`,
+);
 console.log(
   `mutants: ${killed} killed, ${survived} survived${notes.length ? ` (${notes.join("; ")})` : ""}`,
 );
@@ -234,6 +240,7 @@ async function runMutation(m: Mutation): Promise<Result> {
     await Deno.symlink(join(root, "node_modules"), join(dir, "node_modules"));
     await Deno.writeTextFile(join(dir, m.file), source.replace(m.find, () => m.replace));
     const { output, timedOut, success } = await runTests(dir, m.tests);
+    await Deno.writeTextFile(join(logDir, `${m.id}.log`), output);
     if (timedOut) return done("timeout", `no verdict in ${timeoutS} s; ${firstFailure(output)}`);
     if (success) return done("survived", "every named test passed");
     return done("killed", firstFailure(output));
@@ -284,13 +291,17 @@ function killGroup(child: Deno.ChildProcess): void {
   }
 }
 
-/** The first test `deno test` reported as FAILED, or what else ended the run. */
+/**
+ * The first test `deno test` reported as FAILED with the first line of its error, so a reader can
+ * tell the intended catch from a failure for another reason; or what else ended the run.
+ */
 function firstFailure(output: string): string {
   const failed = /^\s*(.+?) \.\.\. FAILED\b/m.exec(output);
-  if (failed) return failed[1];
-  const error = /^error: (.+)$/m.exec(output);
-  if (error) return `(no test failed: ${error[1].slice(0, 120)})`;
-  return "(no test reported as failed)";
+  const errors = output.indexOf(" ERRORS ");
+  const error = /^error: (.+)$/m.exec(errors >= 0 ? output.slice(errors) : output);
+  const why = error ? error[1].trim().slice(0, 160) : "";
+  if (failed) return why ? `${failed[1]} — ${why}` : failed[1];
+  return why ? `(no test failed: ${why})` : "(no test reported as failed)";
 }
 
 function printRow(r: Result): void {

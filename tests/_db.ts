@@ -90,12 +90,17 @@ export async function waitFor<T>(
 /**
  * Settle with `promise`, or fail once `timeoutMs` passes: for a wait that has no deadline of its
  * own (a statement that may block, a run that may hang), so a regression fails fast and says what
- * it was waiting for instead of hanging until the suite's timeout.
+ * it was waiting for instead of hanging until the suite's timeout. The default (30 s) is far above
+ * a slow machine's latency and far below the mutation check's 5 min per run.
  *
  * @returns what `promise` resolved with.
  * @throws Error naming `what` when `timeoutMs` passes first; whatever `promise` rejected with.
  */
-export async function within<T>(what: string, promise: Promise<T>, timeoutMs = 5000): Promise<T> {
+export async function within<T>(
+  what: string,
+  promise: Promise<T>,
+  timeoutMs = 30_000,
+): Promise<T> {
   let timer: ReturnType<typeof setTimeout> | undefined;
   const timeout = new Promise<never>((_, reject) => {
     timer = setTimeout(

@@ -116,7 +116,7 @@ dbTest(
     assert.equal(row.status, "Queued");
     assert.equal(row.attempt_count, 0);
     assert.equal(row.error, null);
-    await within("the late run to end", lateRun!);
+    await within("the late run to end", lateRun!, 60_000);
     row = await jobRow(db, id);
     assert.equal(row.status, "Queued", "the fence kept the late run from completing");
     const [{ count }] = await db.sql`select count(*)::int from editions`;
