@@ -19,8 +19,9 @@
  * A run past `--timeout` is killed with its whole process group and counts as killed, printed as
  * `timeout`: a hang means a test wait without a deadline, which is a defect to fix.
  *
- * Usage: `deno task mutants [--filter <id substring>] [--concurrency 2] [--timeout 300] [--list]`
- * (`--timeout` in seconds; `--list` prints each mutation's file and test files and runs nothing).
+ * Usage: `deno task mutants [--filter <id substring>]… [--concurrency 2] [--timeout 300] [--list]`
+ * (`--filter` may repeat: a mutation matching any runs; `--timeout` in seconds; `--list` prints
+ * each mutation's file and test files and runs nothing).
  *
  * @module
  */
@@ -67,7 +68,7 @@ const decoder = new TextDecoder();
 const { values: flags } = parseArgs({
   args: Deno.args,
   options: {
-    filter: { type: "string" },
+    filter: { type: "string", multiple: true },
     concurrency: { type: "string", default: "2" },
     timeout: { type: "string", default: "300" },
     list: { type: "boolean", default: false },
@@ -86,8 +87,9 @@ if (!(timeoutS > 0)) {
   );
 }
 
-const mutations = (await readMutations()).filter((m) => m.id.includes(flags.filter ?? ""));
-if (mutations.length === 0) usageError(`No mutation matches --filter "${flags.filter}"`);
+const filters = flags.filter ?? [""];
+const mutations = (await readMutations()).filter((m) => filters.some((f) => m.id.includes(f)));
+if (mutations.length === 0) usageError(`No mutation matches --filter ${filters.join(", ")}`);
 
 if (flags.list) {
   for (const m of mutations) console.log(`${m.id}\t${m.file}\t${m.tests.join(" ")}`);
