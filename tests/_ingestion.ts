@@ -177,7 +177,7 @@ export async function holdEditionsLock(db: TestDb): Promise<HeldLock> {
           where wait_event_type = 'Lock' and query ilike '%editions%'
             and application_name = ${db.applicationName}`;
         return rows.length > 0 ? rows : null;
-      });
+      }, 30_000); // the run extracts the book first, which a loaded machine makes slow
       return row.pid;
     },
     async release() {
