@@ -4,7 +4,13 @@
  *
  * @module
  */
-import { ConfigError, parseConfig, parseQueueSettings, type QueueSettings } from "./lib/config.ts";
+import {
+  ConfigError,
+  parseConfig,
+  parseQueueSettings,
+  type QueueDefaults,
+  type QueueSettings,
+} from "./lib/config.ts";
 import { createLogger } from "./lib/log.ts";
 import { connect, guardDriverCloseCrash, type Sql } from "./lib/db.ts";
 import { type EmbeddedServer, startEmbedded } from "./lib/embedded.ts";
@@ -18,10 +24,12 @@ import { type ClaimedJob, Consumer, type Queue, type QueueContext } from "./lib/
 import { createApi, loadOrCreateToken } from "./lib/api.ts";
 import * as ingestion from "./queues/ingestion.ts";
 import { ingestionRoutes } from "./queues/ingestion_routes.ts";
+import * as ssg from "./queues/ssg.ts";
+import { editionRoutes, ssgRoutes } from "./queues/ssg_routes.ts";
 
 const env = Deno.env.toObject();
 /** Every queue this process consumes; adding one is one line here and one `serve()` below. */
-const QUEUES = [ingestion] as const;
+const QUEUES = [ingestion, ssg] as const;
 let config;
 try {
   config = parseConfig(env);
@@ -102,9 +110,9 @@ const base: QueueContext = { sql, log, bootId, events };
  * @param context builds the queue's context from the shared one and its settings.
  * @returns the context, for the queue's routes.
  */
-async function serve<J extends ClaimedJob, C extends QueueContext>(
-  queue: Queue<J, C>,
-  context: (settings: QueueSettings) => C,
+async function serve<J extends ClaimedJob, C extends QueueContext, S extends number | null>(
+  queue: Queue<J, C> & { readonly defaults: QueueDefaults<S> },
+  context: (settings: QueueSettings<S>) => C,
 ): Promise<C> {
   const settings = parseQueueSettings(env, queue.defaults);
   const ctx = context(settings);
@@ -132,6 +140,12 @@ const ingestionCtx = await serve(ingestion, (s) => ({
   storageDir: config.storageDir,
   staleAfterMs: s.staleAfterMs,
 }));
+const ssgCtx = await serve(ssg, () => ({
+  ...base,
+  storageDir: config.storageDir,
+  siteDir: config.siteDir,
+  siteUrl: config.siteUrl,
+}));
 
 const token = config.internalApiToken ??
   await loadOrCreateToken(config.dataDir, log)
@@ -145,7 +159,11 @@ const app = createApi({
     await sql`select 1`;
     return { bootId };
   },
-  routes: { "/ingestion": ingestionRoutes(ingestionCtx) },
+  routes: {
+    "/ingestion": ingestionRoutes(ingestionCtx),
+    "/ssg": ssgRoutes(ssgCtx),
+    "/editions": editionRoutes(ssgCtx),
+  },
 });
 let server: Deno.HttpServer;
 try {

@@ -32,6 +32,10 @@ export interface Config {
   readonly embeddedPgPort: number;
   /** pino log level (default `info`). */
   readonly logLevel: string;
+  /** The live static site: a symlink to the current build (default `<dataDir>/site`). */
+  readonly siteDir: string;
+  /** Absolute base URL of the static site, ending in `/` (default `http://localhost:8080/`). */
+  readonly siteUrl: string;
 }
 
 /** Thrown when an environment variable has a value the worker cannot use. */
@@ -73,6 +77,15 @@ const url = z.string().regex(/^postgres(ql)?:\/\//).refine((raw) => {
 // "<schema>.<table>" and PostgreSQL refuses a channel name of 64 bytes or more.
 const identifier = z.string().regex(/^(?!pg_)[a-z_][a-z0-9_]{0,39}$/);
 const token = z.string().min(16).regex(/^[\x21-\x7e]+$/);
+// An absolute http(s) base for the sitemap's URLs; the trailing "/" is added when missing.
+const siteUrl = z.string().refine((raw) => {
+  try {
+    const parsed = new URL(raw);
+    return /^https?:$/.test(parsed.protocol) && !parsed.search && !parsed.hash;
+  } catch {
+    return false;
+  }
+}).transform((raw) => raw.endsWith("/") ? raw : `${raw}/`);
 const level = z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]);
 
 function readMs(env: Env, name: string, fallback: number): number {
@@ -129,32 +142,45 @@ export function parseConfig(env: Env): Config {
       level,
       "info",
     ),
+    siteDir: (env.SITE_DIR || `${dataDir}/site`).replace(/(.)\/+$/, "$1"),
+    siteUrl: read(
+      env,
+      "SITE_URL",
+      "an absolute http:// or https:// URL without query or fragment",
+      siteUrl,
+      "http://localhost:8080/",
+    ),
   });
 }
 
 /**
  * A queue's own settings and their defaults, declared by the queue module (STYLE.md §4: the
  * queue owns them; `lib/` only reads them).
+ *
+ * @typeParam Stale `number` for a queue with a stale rule (the default); `null` for one without
+ *   (SSG: every `Running` row is dead before each claim, at any age), whose
+ *   `<PREFIX>_STALE_AFTER_MS` is then not read.
  */
-export interface QueueDefaults {
+export interface QueueDefaults<Stale extends number | null = number> {
   /** The env prefix, e.g. `INGESTION` for `INGESTION_STALE_AFTER_MS` and `INGESTION_TIMEOUT_MS`. */
   readonly envPrefix: string;
   /** An in-flight row claimed longer ago than this (ms) is stale, by the queue's own rule. */
-  readonly staleAfterMs: number;
+  readonly staleAfterMs: Stale;
   /** Longest one run may take (ms); then its signal aborts with a `TimeoutError`. */
   readonly timeoutMs: number;
 }
 
 /** A queue's settings as read from the environment. All durations are in milliseconds. */
-export interface QueueSettings {
-  /** `<PREFIX>_STALE_AFTER_MS`, else the queue's default. */
-  readonly staleAfterMs: number;
+export interface QueueSettings<Stale extends number | null = number> {
+  /** `<PREFIX>_STALE_AFTER_MS`, else the queue's default; null for a queue without a stale rule. */
+  readonly staleAfterMs: Stale;
   /** `<PREFIX>_TIMEOUT_MS`, else the queue's default. */
   readonly timeoutMs: number;
 }
 
 /**
- * Read one queue's settings: `<PREFIX>_STALE_AFTER_MS` and `<PREFIX>_TIMEOUT_MS`.
+ * Read one queue's settings: `<PREFIX>_STALE_AFTER_MS` (only for a queue with a stale rule) and
+ * `<PREFIX>_TIMEOUT_MS`.
  *
  * @param env variables by name; an empty string counts as unset.
  * @param defaults the queue module's declaration.
@@ -163,9 +189,14 @@ export interface QueueSettings {
  * @example
  * parseQueueSettings({ INGESTION_TIMEOUT_MS: "60000" }, ingestion.defaults).timeoutMs; // 60000
  */
-export function parseQueueSettings(env: Env, defaults: QueueDefaults): QueueSettings {
+export function parseQueueSettings<Stale extends number | null>(
+  env: Env,
+  defaults: QueueDefaults<Stale>,
+): QueueSettings<Stale> {
+  const stale = defaults.staleAfterMs;
   return Object.freeze({
-    staleAfterMs: readMs(env, `${defaults.envPrefix}_STALE_AFTER_MS`, defaults.staleAfterMs),
+    staleAfterMs:
+      (stale === null ? null : readMs(env, `${defaults.envPrefix}_STALE_AFTER_MS`, stale)) as Stale,
     timeoutMs: readMs(env, `${defaults.envPrefix}_TIMEOUT_MS`, defaults.timeoutMs),
   });
 }

@@ -66,7 +66,7 @@ export interface Queue<J extends ClaimedJob, C extends QueueContext> {
   /** The table; its NOTIFY channel is `<schema>.<table>`. */
   readonly table: string;
   /** Its settings' env prefix and defaults, read by `parseQueueSettings` (lib/config.ts). */
-  readonly defaults: QueueDefaults;
+  readonly defaults: QueueDefaults<number | null>;
   recover(ctx: C, signal: AbortSignal): Promise<void>;
   claim(ctx: C): Promise<J | null>;
   run(ctx: C, job: J, signal: AbortSignal): Promise<void>;
