@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { ConfigError, parseConfig, parseQueueSettings } from "../lib/config.ts";
 import * as ingestion from "../queues/ingestion.ts";
+import * as ssg from "../queues/ssg.ts";
 
 Deno.test("parseConfig() gives the documented defaults", () => {
   const config = parseConfig({});
@@ -66,4 +67,31 @@ Deno.test("parseQueueSettings() reads <QUEUE>_STALE_AFTER_MS and <QUEUE>_TIMEOUT
     (err: unknown) =>
       err instanceof ConfigError && err.message.startsWith("Cannot parse INGESTION_TIMEOUT_MS"),
   );
+});
+
+Deno.test("parseConfig() reads SITE_DIR and SITE_URL, adding the trailing slash", () => {
+  assert.deepEqual(
+    [parseConfig({}).siteDir, parseConfig({}).siteUrl],
+    [".data/site", "http://localhost:8080/"],
+  );
+  const config = parseConfig({ SITE_DIR: "/srv/site/", SITE_URL: "https://books.example/shelf" });
+  assert.deepEqual([config.siteDir, config.siteUrl], ["/srv/site", "https://books.example/shelf/"]);
+  for (const bad of ["books.example", "ftp://books.example/", "https://b.example/?q=1"]) {
+    assert.throws(
+      () => parseConfig({ SITE_URL: bad }),
+      new ConfigError(
+        "Cannot parse SITE_URL: expected an absolute http:// or https:// URL without query or " +
+          `fragment, received ${JSON.stringify(bad)}`,
+      ),
+    );
+  }
+});
+
+Deno.test("parseQueueSettings() reads no <QUEUE>_STALE_AFTER_MS for a queue without a stale rule", () => {
+  const settings = parseQueueSettings(
+    { SSG_STALE_AFTER_MS: "oops", SSG_TIMEOUT_MS: "1234" },
+    ssg.defaults,
+  );
+  assert.deepEqual({ ...settings }, { staleAfterMs: null, timeoutMs: 1234 });
+  assert.equal(parseQueueSettings({}, ssg.defaults).timeoutMs, 600_000);
 });
