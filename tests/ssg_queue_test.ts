@@ -69,7 +69,7 @@ dbTest("claim() skips a Queued row another session holds", async (db) => {
     await other.begin(async (tx) => {
       await tx`select id from ssg_rebuild_jobs where id = ${job.id} for update`;
       // A claim that waited for the lock would never return while this transaction holds it.
-      let timer = 0;
+      let timer: ReturnType<typeof setTimeout> | undefined;
       const waited = new Promise((resolve) => timer = setTimeout(() => resolve("waited"), 3000));
       const claimed = ssg.claim(ctx);
       const first = await Promise.race([claimed, waited]).finally(() => clearTimeout(timer));
