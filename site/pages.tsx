@@ -119,9 +119,23 @@ export async function chapterPage(
 ): Promise<string> {
   const nav = (
     <nav>
-      {previous ? <a rel="prev" href={`${previous.position}.html`}>← {previous.title}</a> : null}
+      {previous
+        ? (
+          <>
+            <a rel="prev" href={`${previous.position}.html`}>← {previous.title}</a>
+            {" | "}
+          </>
+        )
+        : null}
       <a href="index.html">{edition.title}</a>
-      {next ? <a rel="next" href={`${next.position}.html`}>{next.title} →</a> : null}
+      {next
+        ? (
+          <>
+            {" | "}
+            <a rel="next" href={`${next.position}.html`}>{next.title} →</a>
+          </>
+        )
+        : null}
     </nav>
   );
   return await document(
@@ -142,6 +156,7 @@ export async function chapterPage(
  * @param urls absolute URLs; escaped here.
  */
 export async function sitemap(urls: readonly string[]): Promise<string> {
+  // One line per URL; hono's `html` escapes each interpolated value.
   const entries = await Promise.all(urls.map((url) =>
     html`
       <url>
@@ -151,7 +166,7 @@ export async function sitemap(urls: readonly string[]): Promise<string> {
   ));
   return `<?xml version="1.0" encoding="UTF-8"?>\n` +
     `<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">\n${
-      entries.join("\n")
+      entries.map((entry) => String(entry).replace(/\s*\n\s*/g, "")).join("\n")
     }\n</urlset>\n`;
 }
 
