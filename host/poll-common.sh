@@ -4,8 +4,10 @@
 #
 # Every curl, command and sleep runs as a background child followed by `wait`: a trapped SIGTERM
 # interrupts `wait` at once (a foreground child would hold the trap until it ended), and the trap
-# then stops that child (its whole process group: `set -m` gives each child its own) — see
-# EXAMPLES.md §1, "GNU Bash manual, Signals".
+# then stops that child — see EXAMPLES.md §1, "GNU Bash manual, Signals". The host command runs
+# under `setsid` (when present) so the trap stops its whole process group, not only its `sh -c`.
+# (`set -m` cannot do this: without a terminal, dash and bash turn job control off.) A background
+# child's stdin is /dev/null unless redirected, so the job JSON is redirected explicitly.
 
 : "${TEXTSTACK_URL:?set TEXTSTACK_URL to the base URL of the worker, e.g. http://127.0.0.1:8787}"
 : "${TEXTSTACK_TOKEN:?set TEXTSTACK_TOKEN to the INTERNAL_API_TOKEN of the worker}"
@@ -33,7 +35,6 @@ seconds GIVE_BACK_MAX_TIME_S "$GIVE_BACK_MAX_TIME_S"
 seconds BACKOFF_MAX_S "$BACKOFF_MAX_S"
 TEXTSTACK_URL=${TEXTSTACK_URL%/}
 
-set -m
 umask 077
 work=$(mktemp -d "${TMPDIR:-/tmp}/$POLLER.XXXXXX")
 # The token goes to curl through a file (`-H @file`), never on a command line `ps` shows.
@@ -56,6 +57,21 @@ stop_child() {
 # Run "$@" as a background child and wait for it; returns its status.
 run_child() {
   "$@" &
+  child=$!
+  rc=0
+  wait "$child" || rc=$?
+  child=
+  return "$rc"
+}
+
+# run_command COMMAND IN OUT ERR: run COMMAND with `sh -c` in its own process group (setsid),
+# stdin from IN, stdout to OUT, stderr to ERR, as a background child; returns its status.
+run_command() {
+  if command -v setsid >/dev/null 2>&1; then
+    setsid -w sh -c "$1" <"$2" >"$3" 2>"$4" &
+  else
+    sh -c "$1" <"$2" >"$3" 2>"$4" &
+  fi
   child=$!
   rc=0
   wait "$child" || rc=$?

@@ -99,7 +99,7 @@ while :; do
     i=$((i + 1))
     sed -n "${i}p" "$work/batch" >"$work/job.json"
     rc=0
-    run_child sh -c "$SEO_COMMAND" <"$work/job.json" >"$work/out" 2>"$work/err" || rc=$?
+    run_command "$SEO_COMMAND" "$work/job.json" "$work/out" "$work/err" || rc=$?
     if [ "$rc" -eq 0 ] && jq -e 'type == "object"' "$work/out" >/dev/null 2>&1; then
       settle "$id" complete "$(jq -c --arg t "$token" '{claim_token: $t, result: .}' "$work/out")"
     elif [ "$rc" -eq 0 ]; then

@@ -93,7 +93,7 @@ while :; do
   jq -c '.jobs[0] | del(.claim_token)' "$work/resp" >"$work/job.json"
   log "job $job_id claimed (edition $(jq -r '.edition_id' "$work/job.json"))"
   rc=0
-  run_child sh -c "$PUBLISH_COMMAND" <"$work/job.json" >"$work/out" 2>"$work/err" || rc=$?
+  run_command "$PUBLISH_COMMAND" "$work/job.json" "$work/out" "$work/err" || rc=$?
   if [ "$rc" -eq 0 ]; then
     out=$(tail_text "$work/out" 2000)
     settle complete "$(jq -nc --arg t "$job_token" --arg o "$out" \
