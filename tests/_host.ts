@@ -90,3 +90,20 @@ export async function insertFailures(
               now() - ${hoursAgo} * interval '1 hour' + ${i} * interval '1 minute')`;
   }
 }
+
+/**
+ * The spawned worker's base URL, waiting up to 60 s for "http listening" (the shared 15 s default
+ * is too short on a loaded CI machine running several workers' tests at once).
+ */
+export async function listening(
+  worker: {
+    waitForLog(
+      msg: string,
+      match?: Record<string, unknown>,
+      timeoutMs?: number,
+    ): Promise<Record<string, unknown>>;
+  },
+): Promise<string> {
+  const line = await worker.waitForLog("http listening", {}, 60_000);
+  return `http://127.0.0.1:${line.port}`;
+}

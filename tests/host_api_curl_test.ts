@@ -7,7 +7,7 @@ import assert from "node:assert/strict";
 import { dbTest, waitFor } from "./_db.ts";
 import { spawnWorker, TEST_TOKEN } from "./_worker.ts";
 import { freePort } from "./_fs.ts";
-import { hostApi, insertEdition, snapshot } from "./_host.ts";
+import { hostApi, insertEdition, listening, snapshot } from "./_host.ts";
 import { connect } from "../lib/db.ts";
 
 const TABLES = [
@@ -35,7 +35,7 @@ async function curl(args: string[]): Promise<{ status: number; text: string }> {
 dbTest("a curl matrix of bad requests gets only 4xx answers and changes nothing", async (db) => {
   const worker = spawnWorker(db, {});
   try {
-    const url = await worker.baseUrl();
+    const url = await listening(worker);
     const edition = await insertEdition(db.sql);
     // One job of each queue in flight, so bad settles have something to hit.
     await db.sql`insert into auto_publish_jobs (edition_id) values (${edition})`;
@@ -261,7 +261,7 @@ dbTest(
       SITE_URL: "https://books.example/",
     });
     try {
-      const url = await worker.baseUrl();
+      const url = await listening(worker);
       assert.ok(!worker.logs.some((l) => /INDEXNOW_URL unset/.test(String(l.msg))));
       const edition = await insertEdition(db.sql);
       await db.sql`insert into auto_publish_jobs (edition_id) values (${edition})`;
@@ -290,7 +290,7 @@ dbTest(
     }
     const plain = spawnWorker(db, {});
     try {
-      await plain.baseUrl();
+      await listening(plain);
       assert.equal(plain.logs.filter((l) => /INDEXNOW_URL unset/.test(String(l.msg))).length, 1);
     } finally {
       plain.child.kill("SIGTERM");

@@ -6,7 +6,7 @@ import assert from "node:assert/strict";
 import { dbTest, type TestDb, waitFor } from "./_db.ts";
 import { collectJsonLines, spawnWorker, TEST_TOKEN, type WorkerProcess } from "./_worker.ts";
 import { freePort } from "./_fs.ts";
-import { insertEdition } from "./_host.ts";
+import { insertEdition, listening } from "./_host.ts";
 
 const HOST_DIR = new URL("../host/", import.meta.url).pathname;
 
@@ -52,7 +52,7 @@ async function startWorker(
   env: Record<string, string> = {},
 ): Promise<[WorkerProcess, string]> {
   const worker = spawnWorker(db, env);
-  return [worker, await worker.baseUrl()];
+  return [worker, await listening(worker)];
 }
 
 async function stopWorker(worker: WorkerProcess): Promise<void> {
