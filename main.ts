@@ -26,15 +26,26 @@ import * as ingestion from "./queues/ingestion.ts";
 import { ingestionRoutes } from "./queues/ingestion_routes.ts";
 import * as ssg from "./queues/ssg.ts";
 import { editionRoutes, ssgRoutes } from "./queues/ssg_routes.ts";
+import * as autoPublish from "./queues/auto_publish.ts";
+import { autoPublishRoutes } from "./queues/auto_publish_routes.ts";
+import * as seo from "./queues/seo_backfill.ts";
+import { seoRoutes } from "./queues/seo_backfill_routes.ts";
+import { BoundedChannel } from "./lib/channel.ts";
+import { Drain } from "./lib/drain.ts";
+import { editionUrl, ping } from "./indexnow/ping.ts";
 
 const env = Deno.env.toObject();
 /** Every queue this process consumes; adding one is one line here and one `serve()` below. */
 const QUEUES = [ingestion, ssg] as const;
 let config;
+let autoPublishSettings;
+let seoSettings;
 try {
   config = parseConfig(env);
   // Read now so a bad queue setting stops the worker before anything starts.
   for (const queue of QUEUES) parseQueueSettings(env, queue.defaults);
+  autoPublishSettings = autoPublish.parseSettings(env);
+  seoSettings = parseQueueSettings(env, seo.defaults);
 } catch (err) {
   if (!(err instanceof ConfigError)) throw err;
   createLogger().fatal({ err: err.message }, "invalid configuration");
@@ -139,6 +150,9 @@ const ingestionCtx = await serve(ingestion, (s) => ({
   ...base,
   storageDir: config.storageDir,
   staleAfterMs: s.staleAfterMs,
+  onEditionSaved: autoPublishSettings.onIngest
+    ? (tx, editionId) => autoPublish.createOnIngest(tx, log, editionId)
+    : undefined,
 }));
 const ssgCtx = await serve(ssg, () => ({
   ...base,
@@ -146,6 +160,34 @@ const ssgCtx = await serve(ssg, () => ({
   siteDir: config.siteDir,
   siteUrl: config.siteUrl,
 }));
+
+// IndexNow after an auto-publish: post-commit, best effort, through a bounded channel and its
+// hosted drain (ADR-052). Drop-oldest: a ping is worth less than the request path's latency.
+const indexNow = autoPublishSettings.indexNow;
+let announce = (_editionId: string) => {};
+if (indexNow) {
+  const pings = new BoundedChannel<string>({
+    capacity: 256,
+    mode: "drop-oldest",
+    name: "indexnow",
+  });
+  const drain = new Drain({
+    name: "indexnow",
+    channel: pings,
+    log,
+    handle: async (editionId, signal) => {
+      await ping(indexNow, [editionUrl(indexNow.siteUrl, editionId)], signal);
+      log.info({ edition: editionId }, "indexnow pinged");
+    },
+  });
+  drain.start();
+  lifecycle.onStop("drains", "indexnow", async (deadline) => {
+    await drain.stop(Math.max(0, deadline - performance.now()));
+  });
+  announce = (editionId) => void pings.tryWrite(editionId);
+} else {
+  log.info("INDEXNOW_URL unset: auto-publish will not ping IndexNow");
+}
 
 const token = config.internalApiToken ??
   await loadOrCreateToken(config.dataDir, log)
@@ -163,6 +205,8 @@ const app = createApi({
     "/ingestion": ingestionRoutes(ingestionCtx),
     "/ssg": ssgRoutes(ssgCtx),
     "/editions": editionRoutes(ssgCtx),
+    "/auto-publish": autoPublishRoutes({ ...base, announce: (id) => announce(id) }),
+    "/seo": seoRoutes({ ...base, staleAfterMs: seoSettings.staleAfterMs }),
   },
 });
 let server: Deno.HttpServer;

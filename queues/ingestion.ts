@@ -64,6 +64,8 @@ export interface IngestionContext extends QueueContext {
    * truncated result on cancel instead of throwing, the case ADR-022 says must never be saved.
    */
   readonly extract?: (path: string, signal: AbortSignal) => Promise<ExtractedBook>;
+  /** Runs inside the save's transaction with the saved edition's id (issue 8: auto-publish). */
+  readonly onEditionSaved?: (tx: TxSql, editionId: string) => Promise<void>;
 }
 
 /** A claimed ingestion job, as the claim wrote it (the fence for every later write). */
@@ -347,6 +349,7 @@ async function save(
     if (!job.edition_id) {
       await tx.sql`update ingestion_jobs set edition_id = ${edition.id} where id = ${job.id}`;
     }
+    await ctx.onEditionSaved?.(tx.sql, edition.id);
     tx.afterCommit(async () => {
       try {
         await publishAssets(ctx, edition.id, edition.asset_version, book.chapters, signal);
