@@ -28,7 +28,7 @@ export async function saveEditionFidelity(
   await tx`
     update editions
     set language = ${book.language ?? null}, direction = ${book.direction ?? null},
-        warnings = ${JSON.stringify(book.warnings ?? [])}::jsonb
+        warnings = ${tx.json((book.warnings ?? []).map(({ kind, message }) => ({ kind, message })))}
     where id = ${editionId}`;
   await tx`delete from resources where edition_id = ${editionId}`;
   const resources = book.resources ?? [];

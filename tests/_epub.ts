@@ -57,7 +57,7 @@ export const PNG = Uint8Array.from(
 );
 
 /**
- * A big synthetic EPUB 3: `chapters` content documents in the spine and the nav, each with
+ * A big synthetic EPUB 3: the nav document, then `chapters` content documents, each with
  * paragraphs of text, a footnote link to the notes chapter and back, an image every 10th chapter,
  * and (with `math`) MathML formulas.
  *
@@ -80,7 +80,8 @@ export function bigEpub(
     '<item id="nav" href="nav.xhtml" media-type="application/xhtml+xml" properties="nav"/>',
     '<item id="notes" href="text/notes.xhtml" media-type="application/xhtml+xml"/>',
   ];
-  const spine: string[] = [];
+  // The nav document leads the spine, as in most EPUB 3 books: its links are chapter links too.
+  const spine: string[] = ['<itemref idref="nav"/>'];
   const nav: string[] = [];
   const notes: string[] = [];
   for (let i = 1; i <= chapters; i++) {
