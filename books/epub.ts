@@ -12,7 +12,6 @@
  *
  * @module
  */
-import { XMLParser } from "fast-xml-parser";
 import { DomUtils } from "htmlparser2";
 import { type ChildNode, type Element, isTag } from "domhandler";
 import { render } from "dom-serializer";
@@ -23,7 +22,6 @@ import {
   describeParseError,
   type ExtractedBook,
   fileStem,
-  type TextDirection,
   unreadableBook,
   type UnreadableBookError,
 } from "./book.ts";
@@ -38,6 +36,7 @@ import {
   resolveHref,
 } from "./epub_links.ts";
 import { readNavLabels } from "./epub_nav.ts";
+import { attribute, field, list, readAuthor, readDirection, text, xml } from "./epub_package.ts";
 import { parseMarkup } from "./markup.ts";
 import { escapeHtml, isBlankHtml, sanitizeChapterHtml, sanitizeSvgFile } from "./sanitize.ts";
 
@@ -46,26 +45,6 @@ const OPF_MEDIA_TYPE = "application/oebps-package+xml";
 
 /** Warnings kept per book: a book with thousands of broken links needs the first few, not all. */
 const MAX_WARNINGS = 50;
-
-/** Elements that may repeat, so fast-xml-parser always gives them as arrays. */
-const REPEATED = new Set([
-  ...["rootfile", "item", "itemref", "title", "creator", "meta", "language", "navPoint"],
-]);
-
-// removeNSPrefix: `dc:title`, `opf:role` and unprefixed names all read the same. Values stay
-// strings (parseTagValue: false), or a title "1984" would come back as a number.
-const xml = new XMLParser({
-  ignoreAttributes: false,
-  attributeNamePrefix: "@_",
-  removeNSPrefix: true,
-  parseTagValue: false,
-  parseAttributeValue: false,
-  trimValues: true,
-  isArray: (name, _path, _leaf, isAttribute) => !isAttribute && REPEATED.has(name),
-});
-
-/** Primary language subtags written right to left. */
-const RTL_LANGUAGES = new Set(["ar", "he", "iw", "fa", "ur", "yi", "ps", "sd", "ug", "dv", "ckb"]);
 
 /** A manifest item, its href resolved to the archive entry it names (`null`: not in the archive). */
 interface ManifestItem {
@@ -395,12 +374,6 @@ function comparable(title: string): string {
   return title.toLowerCase().replace(/[^\p{L}\p{N}]+/gu, "");
 }
 
-function readDirection(declared: string | null, language: string | null): TextDirection | null {
-  if (declared === "rtl" || declared === "ltr") return declared;
-  if (language === null) return null;
-  return RTL_LANGUAGES.has(language.toLowerCase().split(/[-_]/)[0]) ? "rtl" : "ltr";
-}
-
 function unpackOne(archive: Archive, name: string): Uint8Array {
   return archive.unpack([name]).get(name) ?? new Uint8Array();
 }
@@ -423,59 +396,6 @@ function parseXml(
   } catch (error) {
     throw fail(`"${name}" is not valid XML: ${errorMessage(error)}`, error);
   }
-}
-
-/**
- * The authors among the `dc:creator`s: a creator with `aut` among its roles, or with no role,
- * where a role is EPUB 2's `opf:role` attribute or an EPUB 3 `<meta refines="#id"
- * property="role">` (a creator may have several: "aut" and "ill").
- */
-function readAuthor(metadata: unknown): string | null {
-  const refinedRoles = new Map<string, string[]>();
-  for (const meta of list(metadata, "meta")) {
-    const refines = attribute(meta, "refines");
-    if (attribute(meta, "property") === "role" && refines !== null) {
-      const roles = refinedRoles.get(refines) ?? [];
-      roles.push(text(meta).trim());
-      refinedRoles.set(refines, roles);
-    }
-  }
-  const names = list(metadata, "creator").flatMap((creator) => {
-    const id = attribute(creator, "id");
-    const opfRole = attribute(creator, "role");
-    const roles = [
-      ...(opfRole === null ? [] : [opfRole.trim()]),
-      ...(id === null ? [] : refinedRoles.get(`#${id}`) ?? []),
-    ];
-    const name = collapseWhitespace(text(creator));
-    return (roles.length === 0 || roles.includes("aut")) && name !== "" ? [name] : [];
-  });
-  return names.length > 0 ? names.join(", ") : null;
-}
-
-// fast-xml-parser returns untyped trees; these read them without trusting their shape.
-
-function field(node: unknown, name: string): unknown {
-  return typeof node === "object" && node !== null
-    ? (node as Record<string, unknown>)[name]
-    : undefined;
-}
-
-function list(node: unknown, name: string): unknown[] {
-  const value = field(node, name);
-  if (Array.isArray(value)) return value;
-  return value === undefined ? [] : [value];
-}
-
-function attribute(node: unknown, name: string): string | null {
-  const value = field(node, `@_${name}`);
-  return typeof value === "string" ? value : null;
-}
-
-function text(node: unknown): string {
-  if (typeof node === "string") return node;
-  const value = field(node, "#text");
-  return typeof value === "string" ? value : "";
 }
 
 function errorMessage(error: unknown): string {

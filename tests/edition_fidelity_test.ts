@@ -12,7 +12,8 @@ import { ingestionRoutes } from "../queues/ingestion_routes.ts";
 import { closeExtractor } from "../books/extract.ts";
 import { dbTest, type TestDb } from "./_db.ts";
 import { ingestionContext, insertJob, jobRow } from "./_ingestion.ts";
-import { bigEpub } from "./_epub.ts";
+import { bigEpub, PNG } from "./_epub.ts";
+import { writeAssets } from "../books/assets.ts";
 import { checkWrittenLinks } from "./_links.ts";
 
 const R7 = new URL("./fixtures/cases/r7-links-ids.epub", import.meta.url).pathname;
@@ -154,6 +155,22 @@ dbTest(
     ]);
   },
 );
+
+Deno.test("writeAssets() refuses a resource path that would leave the version folder", async () => {
+  const storage = await Deno.makeTempDir({ prefix: "fidelity_test_" });
+  try {
+    for (const path of ["res/../../../escape.png", "../escape.png", "res/.hidden", "/tmp/x.png"]) {
+      await assert.rejects(
+        writeAssets(storage, "1", 1, [{ html: "<p>x</p>" }], [{ path, bytes: PNG }]),
+        RangeError,
+      );
+    }
+    assert.deepEqual([...Deno.readDirSync(storage)].map((entry) => entry.name), ["editions"]);
+    assert.deepEqual([...Deno.readDirSync(`${storage}/editions/1`)], []);
+  } finally {
+    await Deno.remove(storage, { recursive: true });
+  }
+});
 
 Deno.test("closeExtractor() after the fidelity tests", () => {
   closeExtractor();
