@@ -14,9 +14,9 @@ const REPEATED = new Set([
   ...["rootfile", "item", "itemref", "title", "creator", "meta", "language", "navPoint"],
 ]);
 
-/** The parser for the container, the package document and the NCX. */
 // removeNSPrefix: `dc:title`, `opf:role` and unprefixed names all read the same. Values stay
 // strings (parseTagValue: false), or a title "1984" would come back as a number.
+/** The parser for the container, the package document and the NCX. */
 export const xml = new XMLParser({
   ignoreAttributes: false,
   attributeNamePrefix: "@_",
