@@ -3,7 +3,10 @@
  * - start latency: commit of a job's INSERT → its claim, one job at a time, with a 30 s poll
  *   interval so only NOTIFY can wake the consumer;
  * - throughput: 1,000 jobs inserted in one transaction, first claim → last completion;
- * - the worker's resident memory (VmRSS) after the burst.
+ * - the worker's resident memory (VmRSS) after the burst;
+ * - EPUB extraction (issue 10): synthetic big EPUBs (generated here, `tests/_epub.ts`) — 2,014
+ *   chapters in ~10 MB, and a ~1 MB MathML textbook — extracted in this process (MB/s of wall
+ *   and of CPU time), then ingested by the worker (MB/s claim → completion, its peak RSS, VmHWM).
  *
  * Uses `DATABASE_URL` when set, else a throwaway embedded PostgreSQL.
  *
@@ -13,6 +16,8 @@ import { connect } from "../lib/db.ts";
 import { startEmbedded } from "../lib/embedded.ts";
 import { createLogger } from "../lib/log.ts";
 import { migrate, readMigrations } from "../lib/migrate.ts";
+import { closeExtractor, extractBook } from "../books/extract.ts";
+import { bigEpub } from "../tests/_epub.ts";
 
 const LATENCY_JOBS = 50;
 const BURST_JOBS = 1000;
@@ -47,6 +52,15 @@ await migrate(
 );
 const storage = await Deno.makeTempDir({ prefix: "textstack-bench-" });
 await Deno.writeTextFile(`${storage}/book.txt`, BOOK);
+const EPUBS = [
+  {
+    name: "mathml.epub",
+    what: "MathML textbook",
+    bytes: bigEpub(200, { paragraphs: 1, math: 60 }),
+  },
+  { name: "big.epub", what: "2,014 chapters", bytes: bigEpub(2014, { paragraphs: 12 }) },
+];
+for (const epub of EPUBS) await Deno.writeFile(`${storage}/${epub.name}`, epub.bytes);
 
 const worker = new Deno.Command(Deno.execPath(), {
   args: ["run", "-A", new URL("../main.ts", import.meta.url).pathname],
@@ -75,12 +89,65 @@ async function until(
   }
 }
 
+/** CPU time this process has used (all threads, the extraction worker's included), in ms. */
+function cpuMs(): number {
+  const fields = Deno.readTextFileSync("/proc/self/stat").split(") ")[1].split(" ");
+  return (Number(fields[11]) + Number(fields[12])) * 10;
+}
+
+/**
+ * The EPUB section: each book extracted here, then ingested by the worker; the worker's VmHWM
+ * (peak RSS over its life, which so far holds only its start and these ingests) after each.
+ */
+async function benchEpubs(pid: number): Promise<string[]> {
+  const lines = [
+    `EPUB extraction (load average ${
+      (await Deno.readTextFile("/proc/loadavg")).split(" ")[0]
+    } on ${navigator.hardwareConcurrency} cores):`,
+  ];
+  for (const epub of EPUBS) {
+    const mb = epub.bytes.length / 1e6;
+    const cpu0 = cpuMs();
+    const t0 = performance.now();
+    const book = await extractBook(`${storage}/${epub.name}`, new AbortController().signal);
+    const wallS = (performance.now() - t0) / 1000;
+    const cpuS = (cpuMs() - cpu0) / 1000;
+    closeExtractor();
+    const [{ id }] = await sql<{ id: string }[]>`
+      insert into ingestion_jobs (source_path) values (${epub.name}) returning id`;
+    let ingestS = 0;
+    await until(`the ${epub.name} job`, async () => {
+      const [row] = await sql<{ status: string; s: number }[]>`
+        select status, extract(epoch from finished_at - claimed_at)::float8 as s
+        from ingestion_jobs where id = ${id}`;
+      if (row.status === "Failed") throw new Error(`${epub.name} failed`);
+      ingestS = row.s;
+      return row.status === "Completed";
+    }, 900_000);
+    const status = await Deno.readTextFile(`/proc/${pid}/status`);
+    const peakMiB = Number(/VmHWM:\s+(\d+)/.exec(status)?.[1] ?? NaN) / 1024;
+    lines.push(
+      `  ${epub.what}, ${mb.toFixed(2)} MB, ${book.chapters.length} chapters: extract ${
+        wallS.toFixed(2)
+      } s = ${(mb / wallS).toFixed(2)} MB/s (CPU ${cpuS.toFixed(2)} s = ${
+        (mb / cpuS).toFixed(2)
+      } MB/s); ingest ${ingestS.toFixed(2)} s = ${
+        (mb / ingestS).toFixed(2)
+      } MB/s; worker peak RSS ${peakMiB.toFixed(1)} MiB`,
+    );
+  }
+  return lines;
+}
+
 try {
   await until("the consumer's lock", async () => {
     const rows = await sql`
       select 1 from pg_stat_activity where application_name = 'textstack-lock-ingestion'`;
     return rows.length > 0;
   }, 30_000);
+  // First, so the worker's peak RSS (VmHWM) is the EPUB ingest's, and its extraction worker is
+  // warm before the latency jobs are timed.
+  const epubLines = await benchEpubs(worker.pid);
 
   const latencies: number[] = [];
   for (let i = 0; i < LATENCY_JOBS; i++) {
@@ -122,6 +189,7 @@ try {
     } jobs/s`,
   );
   console.log(`worker RSS after the burst: ${fmt(rssKb / 1024)} MiB`);
+  for (const line of epubLines) console.log(line);
 } finally {
   worker.kill("SIGTERM");
   await worker.status;

@@ -1,5 +1,6 @@
 /**
- * Chapter assets on disk: `<storage>/editions/<edition id>/v<asset version>/<position>.html`.
+ * Chapter assets on disk: `<storage>/editions/<edition id>/v<asset version>/<position>.html`, and
+ * the resources the chapters use beside them in `…/v<asset version>/res/<name>`.
  * Exactly one version per edition should remain, the one `editions.asset_version` names; the
  * ingestion queue writes the new version after its transaction commits, then removes the rest.
  *
@@ -7,28 +8,45 @@
  */
 import { join } from "node:path";
 
+/** A resource's path in a version folder: `res/` and one safe name (no `..`, no leading dot). */
+const RESOURCE_PATH = /^res\/(?!\.)[A-Za-z0-9._-]+$/;
+
 /** The directory holding every asset version of an edition. */
 export function editionDir(storageDir: string, editionId: string): string {
   return join(storageDir, "editions", editionId);
 }
 
 /**
- * Write one asset version: a chapter per file, `1.html`, `2.html`, … in reading order.
+ * A resource as written: its path relative to the version folder (`res/<name>`), and a way to
+ * get its bytes, so the repair can read one at a time from the database.
+ */
+export interface AssetResource {
+  path: string;
+  bytes: Uint8Array | (() => Promise<Uint8Array>);
+}
+
+/**
+ * Write one asset version: a chapter per file, `1.html`, `2.html`, … in reading order, and the
+ * resources the chapters use beside them (`res/…`), which the chapters link to relatively.
  *
  * Files are written into a temporary directory renamed into place, so a crash mid-write never
  * leaves a half-written version under its final name.
  *
  * @param chapters `{ html }` per chapter, in order.
+ * @param resources the files the chapters use; each `path` must be `res/<name>` with only
+ *   `[A-Za-z0-9._-]` in the name (sql/008_edition_fidelity.sql checks the same).
  * @param signal optional; checked between files, so a shutdown need not wait for a huge book.
  * @returns the version's directory.
- * @throws the file-system error when a write fails; `signal.reason` when it aborts (the staging
- *   directory is then removed).
+ * @throws RangeError when a resource path is not of that shape (nothing is written outside the
+ *   version folder); the file-system error when a write fails; `signal.reason` when it aborts (the
+ *   staging directory is then removed).
  */
 export async function writeAssets(
   storageDir: string,
   editionId: string,
   version: number,
   chapters: ReadonlyArray<{ html: string }>,
+  resources: ReadonlyArray<AssetResource>,
   signal?: AbortSignal,
 ): Promise<string> {
   const dir = editionDir(storageDir, editionId);
@@ -39,6 +57,15 @@ export async function writeAssets(
     for (const [i, chapter] of chapters.entries()) {
       signal?.throwIfAborted();
       await Deno.writeTextFile(join(staging, `${i + 1}.html`), chapter.html);
+    }
+    if (resources.length > 0) await Deno.mkdir(join(staging, "res"));
+    for (const resource of resources) {
+      signal?.throwIfAborted();
+      if (!RESOURCE_PATH.test(resource.path)) {
+        throw new RangeError(`Cannot write resource "${resource.path}": expected res/<name>`);
+      }
+      const bytes = typeof resource.bytes === "function" ? await resource.bytes() : resource.bytes;
+      await Deno.writeFile(join(staging, resource.path), bytes);
     }
   } catch (err) {
     await Deno.remove(staging, { recursive: true }).catch(() => {});

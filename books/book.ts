@@ -18,6 +18,41 @@ export interface ExtractedChapter {
   html: string;
 }
 
+/** Page-progression direction of an edition: left to right, or right to left. */
+export type TextDirection = "ltr" | "rtl";
+
+/**
+ * What a reader would notice was imperfect in a book (issue 10, "Say what was imperfect"):
+ * - `no_headings`: no chapter headings were found, so the book is one chapter;
+ * - `spine_item_skipped`: an EPUB spine item shows nothing or cannot be shown, and was left out;
+ * - `resource_missing`: an image, link target or other file the book refers to is not in it;
+ * - `encoding_guessed`: a file did not say its encoding (or said it wrongly) and one was guessed.
+ */
+export type BookWarningKind =
+  | "no_headings"
+  | "spine_item_skipped"
+  | "resource_missing"
+  | "encoding_guessed";
+
+/** One warning about a book, stored with its edition and returned with its job. */
+export interface BookWarning {
+  kind: BookWarningKind;
+  /** Sentence case, values quoted, e.g. `Image "OPS/a.png" is not in the archive`. */
+  message: string;
+}
+
+/**
+ * A file the chapters use (an image, audio, a font), written beside them in the edition's version
+ * folder. Chapters refer to it by `path`, relative to the folder (e.g. `<img src="res/1-a.png">`).
+ */
+export interface BookResource {
+  /** Relative path inside the version folder: `res/<n>-<safe name>`, never `..`, never absolute. */
+  path: string;
+  /** MIME type, e.g. `image/png`. */
+  mediaType: string;
+  bytes: Uint8Array;
+}
+
 /** A book read from one file: format, metadata and chapters in reading order (at least one). */
 export interface ExtractedBook {
   format: BookFormat;
@@ -26,6 +61,14 @@ export interface ExtractedBook {
   /** Plain-text author, or `null` when the file names none. */
   author: string | null;
   chapters: ExtractedChapter[];
+  /** BCP 47 language tag (e.g. `he`, `ja`), or `null`/absent when the file names none. */
+  language?: string | null;
+  /** Page-progression direction, or `null`/absent when the file gives no clue. */
+  direction?: TextDirection | null;
+  /** What was imperfect, in the order found; absent means none. */
+  warnings?: BookWarning[];
+  /** The files the chapters refer to; absent means none. */
+  resources?: BookResource[];
 }
 
 /**

@@ -1,256 +1,401 @@
 /**
- * EPUB books: the ZIP archive, `META-INF/container.xml` → the OPF package document → its
- * metadata (`dc:title`, `dc:creator`), manifest and spine, and one chapter per spine item in spine
- * order. Every way the archive can be broken is an `UnreadableBookError` naming what is wrong.
+ * EPUB books: the ZIP archive (`epub_archive.ts`), `META-INF/container.xml` → the OPF package
+ * document → its metadata, manifest and spine, and one chapter per spine item in spine order,
+ * titled from the book's own navigation (`epub_nav.ts`), its links and images rewritten to the
+ * files the worker writes (`epub_links.ts`). An archive or package document that cannot be read is
+ * an `UnreadableBookError` naming what is wrong; a spine item that cannot be shown is skipped with
+ * a warning (issue 10: "a JPEG page in the spine failed the whole book").
+ *
+ * Linear in the book: one pass over the archive per kind of file (package, navigation, content,
+ * resources), one parse and one tree walk per content document, and no tree kept once its chapter
+ * is rendered.
  *
  * @module
  */
-import { type UnzipFileInfo, unzipSync } from "fflate";
-import { XMLParser } from "fast-xml-parser";
+import { DomUtils } from "htmlparser2";
+import { type ChildNode, type Element, isTag } from "domhandler";
+import { render } from "dom-serializer";
 import {
+  type BookWarning,
+  type BookWarningKind,
   collapseWhitespace,
   describeParseError,
   type ExtractedBook,
-  type ExtractedChapter,
   fileStem,
   unreadableBook,
   type UnreadableBookError,
 } from "./book.ts";
-import { parseHtmlPage, renderChapterHtml, takeFirstElement } from "./html.ts";
-
-/** Largest unpacked size of one XML or XHTML file read from an EPUB, in bytes (64 MiB). */
-const MAX_ENTRY_BYTES = 64 * 1024 * 1024;
-
-/** Largest unpacked size of all files read from one EPUB, in bytes (256 MiB): a ZIP bomb guard. */
-const MAX_UNPACKED_BYTES = 256 * 1024 * 1024;
+import { type Archive, decodeXml, openArchive } from "./epub_archive.ts";
+import {
+  collectResources,
+  directoryOf,
+  finishLinks,
+  LinkRewriter,
+  removeKeepingIds,
+  type RenderedChapter,
+  resolveHref,
+} from "./epub_links.ts";
+import { readNavLabels } from "./epub_nav.ts";
+import { attribute, field, list, readAuthor, readDirection, text, xml } from "./epub_package.ts";
+import { parseMarkup } from "./markup.ts";
+import { escapeHtml, isBlankHtml, sanitizeChapterHtml, sanitizeSvgFile } from "./sanitize.ts";
 
 const CONTAINER = "META-INF/container.xml";
 const OPF_MEDIA_TYPE = "application/oebps-package+xml";
 
-/** Elements that may repeat, so fast-xml-parser always gives them as arrays. */
-const REPEATED = new Set(["rootfile", "item", "itemref", "title", "creator", "meta"]);
+/** Warnings kept per book: a book with thousands of broken links needs the first few, not all. */
+const MAX_WARNINGS = 50;
 
-// removeNSPrefix: `dc:title`, `opf:role` and unprefixed names all read the same. Values stay
-// strings (parseTagValue: false), or a title "1984" would come back as a number.
-const xml = new XMLParser({
-  ignoreAttributes: false,
-  attributeNamePrefix: "@_",
-  removeNSPrefix: true,
-  parseTagValue: false,
-  parseAttributeValue: false,
-  trimValues: true,
-  isArray: (name, _path, _leaf, isAttribute) => !isAttribute && REPEATED.has(name),
-});
+/** A manifest item, its href resolved to the archive entry it names (`null`: not in the archive). */
+interface ManifestItem {
+  id: string;
+  href: string;
+  path: string | null;
+  mediaType: string;
+  fallback: string | null;
+  properties: string;
+}
+
+/** What a spine item is shown as: a content document, a standalone SVG, or an image page. */
+interface Page {
+  kind: "xhtml" | "svg" | "image";
+  path: string;
+}
 
 /**
- * Read an EPUB (2 or 3) into one chapter per spine item, in spine order.
+ * Read an EPUB (2 or 3) into one chapter per spine item that shows something, in spine order.
  *
- * Every spine item is included, `linear="no"` ones too. A chapter's title is the text of its first
- * `h1`/`h2`/`h3` (that heading is then left out of its html), else its `<title>`, else
- * `Chapter N` for the Nth spine item. The book's title is the first non-blank `dc:title`, else the
- * file name's stem; the author the `dc:creator`s whose role is author or unstated, joined with
- * `", "`, else `null`.
+ * Every spine item is included, `linear="no"` ones too. A non-XHTML item follows its manifest
+ * `fallback` chain to an XHTML one, else is shown as itself when it is SVG (inline) or an image
+ * (an image page), else skipped with a `spine_item_skipped` warning; so is an item missing from the
+ * manifest or the archive, and one that shows nothing. A chapter's title is, in order: the label
+ * the navigation gives its document (EPUB 3 nav, else NCX); its first top-ranked heading (an
+ * `hgroup`'s parts joined by ": ", or an `h1`–`h6`); its `<title>` (an SVG's `<title>`) unless
+ * that is just the book's title again (fixed-layout books); else `Chapter N` (`Page N` in a
+ * fixed-layout book). The heading the title came from is left out of the html (its `id`s stay).
+ * The book's title is the first non-blank `dc:title`, else the file name's stem; the author the
+ * `dc:creator`s with `aut` among their roles or no role, joined with `", "`, else `null`;
+ * language the first `dc:language`; direction the spine's `page-progression-direction`, else
+ * right to left for a right-to-left language, else left to right when the language is known.
  *
  * @param bytes the file's bytes.
  * @param path the file's path, for error messages (its stem is the fallback title).
  * @param signal checked between chapters; aborting throws `signal.reason`.
- * @returns the book, with at least one chapter.
+ * @returns the book, its chapters' links rewritten to `<n>.html#id` and `res/…`, the resources
+ *   they use, and its warnings; `chapters` may be empty (every item skipped), which the caller
+ *   rejects.
  * @throws UnreadableBookError when the file is not a ZIP archive or is truncated, lacks
- *   `META-INF/container.xml` or the package document it names, has an empty spine, a spine idref
- *   missing from the manifest, a manifest href missing from the archive, a file over the unpacked
- *   size limits, or XML or XHTML that is not valid UTF-8 or cannot be parsed (a chapter nested
- *   too deeply included).
+ *   `META-INF/container.xml` or the package document it names, has an empty spine, a file over the
+ *   unpacked size limits, a package document that cannot be parsed, or a content document that
+ *   cannot be parsed (nested too deeply included).
  */
 export function extractEpub(bytes: Uint8Array, path: string, signal: AbortSignal): ExtractedBook {
   const fail = (reason: string, cause?: unknown): UnreadableBookError =>
     unreadableBook("epub", path, reason, cause);
+  const warnings: BookWarning[] = [];
+  const seen = new Set<string>();
+  const warn = (kind: BookWarningKind, message: string): void => {
+    if (seen.has(message)) return;
+    seen.add(message);
+    if (warnings.length < MAX_WARNINGS) warnings.push({ kind, message });
+  };
   const archive = openArchive(bytes, fail);
+  const readXml = (name: string): unknown => parseXml(unpackOne(archive, name), name, fail, warn);
 
-  if (!archive.sizes.has(CONTAINER)) throw fail(`"${CONTAINER}" is missing`);
-  const container = parseXml(archive.unpack(CONTAINER), CONTAINER, fail);
-  const rootfiles = list(field(field(container, "container"), "rootfiles"), "rootfile");
+  const containerPath = archive.find(CONTAINER);
+  if (containerPath === null) throw fail(`"${CONTAINER}" is missing`);
+  const rootfiles = list(
+    field(field(readXml(containerPath), "container"), "rootfiles"),
+    "rootfile",
+  );
   const rootfile = rootfiles.find((entry) => attribute(entry, "media-type") === OPF_MEDIA_TYPE) ??
     rootfiles[0];
-  const opfPath = attribute(rootfile, "full-path");
-  if (!opfPath) throw fail(`"${CONTAINER}" names no package document`);
-  if (!archive.sizes.has(opfPath)) {
-    throw fail(`package document "${opfPath}" named in "${CONTAINER}" is missing`);
+  const opfHref = attribute(rootfile, "full-path");
+  if (!opfHref) throw fail(`"${CONTAINER}" names no package document`);
+  const opfPath = archive.find(resolveHref("", opfHref).path);
+  if (opfPath === null) {
+    throw fail(`package document "${opfHref}" named in "${CONTAINER}" is missing`);
   }
 
-  const opf = field(parseXml(archive.unpack(opfPath), opfPath, fail), "package");
+  const opf = field(readXml(opfPath), "package");
   if (opf === undefined) throw fail(`"${opfPath}" is not an OPF package document`);
   const metadata = field(opf, "metadata");
   const title = list(metadata, "title").map((node) => collapseWhitespace(text(node)))
     .find((value) => value !== "") ?? fileStem(path);
+  const language = list(metadata, "language").map((node) => collapseWhitespace(text(node)))
+    .find((value) => value !== "") ?? null;
+  const fixedLayout = list(metadata, "meta").some((meta) =>
+    attribute(meta, "property") === "rendition:layout" && text(meta).trim() === "pre-paginated"
+  );
 
-  const manifest = new Map<string, string>();
+  const manifest = new Map<string, ManifestItem>();
   for (const item of list(field(opf, "manifest"), "item")) {
     const id = attribute(item, "id");
-    if (id !== null) manifest.set(id, attribute(item, "href") ?? "");
+    const href = attribute(item, "href") ?? "";
+    if (id === null) continue;
+    manifest.set(id, {
+      id,
+      href,
+      path: href === "" ? null : archive.find(resolveHref(directoryOf(opfPath), href).path),
+      mediaType: (attribute(item, "media-type") ?? "").toLowerCase(),
+      fallback: attribute(item, "fallback"),
+      properties: attribute(item, "properties") ?? "",
+    });
   }
-  const spine = list(field(opf, "spine"), "itemref");
+  const spineNode = field(opf, "spine");
+  const spine = list(spineNode, "itemref");
   if (spine.length === 0) throw fail("the spine lists no chapters");
-  const opfDirectory = opfPath.slice(0, opfPath.lastIndexOf("/") + 1);
-  const files = spine.map((itemref, index) => {
-    const idref = attribute(itemref, "idref");
-    if (!idref) throw fail(`spine item "${index + 1}" has no idref`);
-    const href = manifest.get(idref);
-    if (href === undefined) throw fail(`spine item "${idref}" is not in the manifest`);
-    const file = resolveHref(opfDirectory, href);
-    if (!archive.sizes.has(file)) {
-      throw fail(`spine item "${idref}" points to missing file "${file}"`);
-    }
-    return file;
-  });
 
-  const documents = archive.unpackAll(new Set(files));
-  const chapters: ExtractedChapter[] = files.map((file, index) => {
+  const pages = spine.map((itemref, index) => choosePage(itemref, index, manifest, warn));
+  const spineIndex = new Map<string, number>();
+  for (const [index, page] of pages.entries()) {
+    if (page !== null && !spineIndex.has(page.path)) spineIndex.set(page.path, index);
+  }
+  const mediaTypes = new Map<string, string>();
+  for (const item of manifest.values()) {
+    if (item.path !== null) mediaTypes.set(item.path, item.mediaType);
+  }
+  const links = new LinkRewriter(archive, spineIndex, mediaTypes, warn);
+  const items = [...manifest.values()];
+  const tocId = attribute(spineNode, "toc");
+  const navLabels = readNavLabels(archive, {
+    nav: items.find((item) => /(^|\s)nav(\s|$)/.test(item.properties))?.path ?? null,
+    ncx: (tocId === null ? undefined : manifest.get(tocId))?.path ??
+      items.find((item) => item.mediaType === "application/x-dtbncx+xml")?.path ?? null,
+  }, (bytes) => xml.parse(decodeXml(bytes).text) as unknown);
+
+  const documents = archive.unpack(
+    pages.flatMap((page) => page !== null && page.kind !== "image" ? [page.path] : []),
+  );
+  const rendered: Array<RenderedChapter & { title: string }> = [];
+  for (const [index, page] of pages.entries()) {
     signal.throwIfAborted();
-    const source = decode(documents[file], file, fail);
-    try {
-      const page = parseHtmlPage(source);
-      const heading = takeFirstElement(page.body, ["h1", "h2", "h3"]);
-      return {
-        title: heading || page.title || `Chapter ${index + 1}`,
-        html: renderChapterHtml(page.body),
+    if (page === null) continue;
+    const fallbackTitle = `${fixedLayout ? "Page" : "Chapter"} ${rendered.length + 1}`;
+    const label = navLabels.get(page.path) ?? null;
+    let chapter: { title: string; html: string };
+    if (page.kind === "image") {
+      const src = links.resourceFor(page.path);
+      const alt = escapeHtml(label ?? "");
+      chapter = {
+        title: label ?? fallbackTitle,
+        html: src === null ? "" : sanitizeChapterHtml(`<p><img src="${src}" alt="${alt}"/></p>`),
       };
-    } catch (error) {
-      // Caught here, not only in the dispatcher, to name the chapter file that is at fault.
-      throw fail(`"${file}" could not be parsed: ${describeParseError(error)}`, error);
+    } else {
+      const source = documents.get(page.path);
+      documents.delete(page.path);
+      if (source === undefined) continue;
+      const decoded = decodeXml(source);
+      if (decoded.guessed !== null) {
+        warn(
+          "encoding_guessed",
+          `"${page.path}" is not in its declared encoding; read as ${decoded.guessed}`,
+        );
+      }
+      try {
+        chapter = renderDocument(decoded.text, page, label, title, language, links);
+      } catch (error) {
+        // Caught here, not only in the dispatcher, to name the chapter file that is at fault.
+        throw fail(`"${page.path}" could not be parsed: ${describeParseError(error)}`, error);
+      }
+      chapter.title ||= fallbackTitle;
     }
-  });
-  return { format: "epub", title, author: readAuthor(metadata), chapters };
+    if (isBlankHtml(chapter.html)) {
+      warn("spine_item_skipped", `Spine item "${page.path}" shows nothing; it was left out`);
+      continue;
+    }
+    rendered.push({ spineIndex: index, title: chapter.title, html: chapter.html });
+  }
+
+  const htmls = finishLinks(rendered, spine.length);
+  const resources = collectResources(
+    archive,
+    links.resources(),
+    (svg) => new TextEncoder().encode(sanitizeSvgFile(decodeXml(svg).text)),
+  );
+  return {
+    format: "epub",
+    title,
+    author: readAuthor(metadata),
+    language,
+    direction: readDirection(attribute(spineNode, "page-progression-direction"), language),
+    warnings,
+    resources,
+    chapters: rendered.map((chapter, i) => ({ title: chapter.title, html: htmls[i] })),
+  };
 }
 
 type Fail = (reason: string, cause?: unknown) => UnreadableBookError;
 
-interface Archive {
-  /** Every entry's name → its unpacked size as the archive declares it, in bytes. */
-  sizes: Map<string, number>;
-  /** Unpack one entry, which must exist. */
-  unpack(name: string): Uint8Array;
-  /** Unpack entries, which must exist, in one pass over the archive. */
-  unpackAll(names: Set<string>): Record<string, Uint8Array>;
+/**
+ * What a spine item is shown as: the first XHTML item along its fallback chain, else the first
+ * SVG, else the first image; `null` (with a warning) when there is none.
+ */
+function choosePage(
+  itemref: unknown,
+  index: number,
+  manifest: ReadonlyMap<string, ManifestItem>,
+  warn: (kind: BookWarningKind, message: string) => void,
+): Page | null {
+  const idref = attribute(itemref, "idref");
+  const chain: ManifestItem[] = [];
+  for (let item = idref === null ? undefined : manifest.get(idref); item !== undefined;) {
+    if (chain.includes(item)) break;
+    chain.push(item);
+    item = item.fallback === null ? undefined : manifest.get(item.fallback);
+  }
+  const present = chain.filter((item) => item.path !== null);
+  const pick = (kind: Page["kind"], test: (item: ManifestItem) => boolean): Page | null => {
+    const item = present.find(test);
+    return item === undefined ? null : { kind, path: item.path! };
+  };
+  const page = pick("xhtml", isXhtml) ??
+    pick("svg", (item) => item.mediaType === "image/svg+xml") ??
+    pick("image", (item) => item.mediaType.startsWith("image/"));
+  if (page === null) {
+    const what = chain.length === 0
+      ? `Spine item "${idref ?? index + 1}" is not in the manifest`
+      : present.length === 0
+      ? `Spine item "${chain[0].href}" is not in the archive`
+      : `Spine item "${chain[0].href}" (${chain[0].mediaType || "no media type"}) cannot be shown`;
+    warn("spine_item_skipped", `${what}; it was left out`);
+  }
+  return page;
 }
 
-function openArchive(bytes: Uint8Array, fail: Fail): Archive {
-  const sizes = new Map<string, number>();
-  try {
-    // A filter that takes nothing walks the central directory without inflating anything; a
-    // truncated archive has lost its end-of-central-directory record and fails here.
-    unzipSync(bytes, {
-      filter: (file: UnzipFileInfo) => {
-        sizes.set(file.name, file.originalSize);
-        return false;
-      },
-    });
-  } catch (error) {
-    throw fail("the file is not a valid ZIP archive", error);
-  }
-  let unpacked = 0;
-  const unpackAll = (names: Set<string>): Record<string, Uint8Array> => {
-    for (const name of names) {
-      // fflate inflates into a buffer of the declared size and never grows it, so checking the
-      // declared sizes bounds the memory even when an entry lies about its size.
-      const size = sizes.get(name) ?? 0;
-      if (size > MAX_ENTRY_BYTES) {
-        throw fail(`"${name}" unpacks to more than "${MAX_ENTRY_BYTES}" bytes`);
+function isXhtml(item: ManifestItem): boolean {
+  return /^(application\/xhtml\+xml|text\/html|application\/x-dtbook\+xml)$/.test(item.mediaType) ||
+    (item.mediaType === "" && /\.x?html?$/i.test(item.href));
+}
+
+/** Render one content document (XHTML or SVG) into a chapter; its title `""` when none found. */
+function renderDocument(
+  source: string,
+  page: Page,
+  label: string | null,
+  bookTitle: string,
+  bookLanguage: string | null,
+  links: LinkRewriter,
+): { title: string; html: string } {
+  const document = parseMarkup(source, { recognizeSelfClosing: true, recognizeCDATA: true });
+  const root = document.children;
+  let nodes: ChildNode[];
+  let title: string | null = label;
+  let ownTitle: string | null = null;
+  let wrapper = "";
+  if (page.kind === "svg") {
+    const svg = DomUtils.findOne((element) => element.name === "svg", root);
+    nodes = svg === null ? [] : [svg];
+    const svgTitle = svg === null ? null : DomUtils.findOne((e) => e.name === "title", [svg]);
+    ownTitle = svgTitle === null ? null : collapseWhitespace(DomUtils.textContent(svgTitle));
+  } else {
+    const html = DomUtils.findOne((element) => element.name === "html", root);
+    const body = DomUtils.findOne((element) => element.name === "body", root);
+    nodes = (body ?? html ?? document).children;
+    const titleElement = DomUtils.findOne((element) => element.name === "title", root);
+    ownTitle = titleElement === null
+      ? null
+      : collapseWhitespace(DomUtils.textContent(titleElement));
+    const heading = findHeading(nodes);
+    if (heading !== null) {
+      const headingText = headingTitle(heading);
+      if (title === null && headingText !== "") {
+        title = headingText;
+        removeKeepingIds(heading);
+      } else if (title !== null && comparable(headingText) === comparable(title)) {
+        removeKeepingIds(heading);
       }
-      unpacked += size;
     }
-    if (unpacked > MAX_UNPACKED_BYTES) {
-      throw fail(`its text unpacks to more than "${MAX_UNPACKED_BYTES}" bytes`);
-    }
-    try {
-      return unzipSync(bytes, { filter: (file) => names.has(file.name) });
-    } catch (error) {
-      throw fail(`the ZIP archive is damaged: ${errorMessage(error)}`, error);
+    // The document's language and direction, where they differ from the book's, stay on a wrapper.
+    const lang = html?.attribs["xml:lang"] ?? html?.attribs.lang ?? body?.attribs["xml:lang"] ??
+      body?.attribs.lang;
+    const dir = body?.attribs.dir ?? html?.attribs.dir;
+    const attrs = [
+      lang && lang.toLowerCase() !== bookLanguage?.toLowerCase()
+        ? ` lang="${escapeHtml(lang)}"`
+        : "",
+      dir === "rtl" || dir === "ltr" ? ` dir="${dir}"` : "",
+    ].join("");
+    if (attrs !== "") wrapper = `<div${attrs}>`;
+  }
+  if (title === null && ownTitle && comparable(ownTitle) !== comparable(bookTitle)) {
+    title = ownTitle;
+  }
+  links.rewrite(nodes, page.path);
+  const inner = render(nodes);
+  const html = sanitizeChapterHtml(wrapper === "" ? inner : `${wrapper}${inner}</div>`);
+  return { title: title ?? "", html };
+}
+
+/**
+ * The heading a chapter's title comes from: of the `hgroup`s and the `h1`–`h6` outside any
+ * `hgroup`, the first of the highest rank (an `hgroup` ranks as its highest heading).
+ */
+function findHeading(nodes: ChildNode[]): Element | null {
+  let best: Element | null = null;
+  let bestRank = 7;
+  const visit = (children: ChildNode[]): void => {
+    for (const node of children) {
+      if (!isTag(node)) continue;
+      const element = node;
+      const rank = element.name === "hgroup" ? hgroupRank(element) : headingRank(element.name);
+      if (rank < bestRank) {
+        best = element;
+        bestRank = rank;
+      }
+      if (rank === 7) visit(element.children);
     }
   };
-  return { sizes, unpackAll, unpack: (name) => unpackAll(new Set([name]))[name] };
+  visit(nodes);
+  return best;
 }
 
-function decode(bytes: Uint8Array, name: string, fail: Fail): string {
-  try {
-    return new TextDecoder("utf-8", { fatal: true }).decode(bytes);
-  } catch (error) {
-    throw fail(`"${name}" is not valid UTF-8`, error);
+function headingRank(name: string): number {
+  return /^h[1-6]$/.test(name) ? Number(name[1]) : 7;
+}
+
+function hgroupRank(hgroup: Element): number {
+  const ranks = DomUtils.findAll((e) => headingRank(e.name) < 7, hgroup.children)
+    .map((e) => headingRank(e.name));
+  return ranks.length === 0 ? 7 : Math.min(...ranks);
+}
+
+/** A heading's text; an `hgroup`'s headings and paragraphs joined by ": " ("I: Loomings"). */
+function headingTitle(heading: Element): string {
+  if (heading.name !== "hgroup") return collapseWhitespace(DomUtils.textContent(heading));
+  return DomUtils.findAll((e) => headingRank(e.name) < 7 || e.name === "p", heading.children)
+    .map((e) => collapseWhitespace(DomUtils.textContent(e)))
+    .filter((part) => part !== "")
+    .join(": ");
+}
+
+/** A title reduced to its letters and digits, lower case: how two titles are compared. */
+function comparable(title: string): string {
+  return title.toLowerCase().replace(/[^\p{L}\p{N}]+/gu, "");
+}
+
+function unpackOne(archive: Archive, name: string): Uint8Array {
+  return archive.unpack([name]).get(name) ?? new Uint8Array();
+}
+
+function parseXml(
+  bytes: Uint8Array,
+  name: string,
+  fail: Fail,
+  warn: (kind: BookWarningKind, message: string) => void,
+): unknown {
+  const decoded = decodeXml(bytes);
+  if (decoded.guessed !== null) {
+    warn(
+      "encoding_guessed",
+      `"${name}" is not in its declared encoding; read as ${decoded.guessed}`,
+    );
   }
-}
-
-function parseXml(bytes: Uint8Array, name: string, fail: Fail): unknown {
-  const source = decode(bytes, name, fail);
   try {
-    return xml.parse(source) as unknown;
+    return xml.parse(decoded.text) as unknown;
   } catch (error) {
     throw fail(`"${name}" is not valid XML: ${errorMessage(error)}`, error);
   }
-}
-
-/**
- * The authors among the `dc:creator`s: role `aut` or no role, where the role is EPUB 2's
- * `opf:role` attribute or an EPUB 3 `<meta refines="#id" property="role">`.
- */
-function readAuthor(metadata: unknown): string | null {
-  const refinedRoles = new Map<string, string>();
-  for (const meta of list(metadata, "meta")) {
-    const refines = attribute(meta, "refines");
-    if (attribute(meta, "property") === "role" && refines !== null) {
-      refinedRoles.set(refines, text(meta).trim());
-    }
-  }
-  const names = list(metadata, "creator").flatMap((creator) => {
-    const id = attribute(creator, "id");
-    const role = attribute(creator, "role") ?? (id === null ? null : refinedRoles.get(`#${id}`));
-    const name = collapseWhitespace(text(creator));
-    return (role === null || role === undefined || role === "aut") && name !== "" ? [name] : [];
-  });
-  return names.length > 0 ? names.join(", ") : null;
-}
-
-/**
- * Resolve a manifest href against the package document's directory into an archive entry name:
- * fragment and query dropped, percent-escapes decoded, `.` and `..` segments applied.
- */
-function resolveHref(directory: string, href: string): string {
-  const bare = href.replace(/[?#].*$/, "");
-  let decoded = bare;
-  try {
-    decoded = decodeURIComponent(bare);
-  } catch {
-    // A stray `%` is a literal character in a malformed href; look the name up as written.
-  }
-  const segments: string[] = [];
-  for (const segment of (directory + decoded).split("/")) {
-    if (segment === ".." && segments.length > 0) segments.pop();
-    else if (segment !== "" && segment !== "." && segment !== "..") segments.push(segment);
-  }
-  return segments.join("/");
-}
-
-// fast-xml-parser returns untyped trees; these read them without trusting their shape.
-
-function field(node: unknown, name: string): unknown {
-  return typeof node === "object" && node !== null
-    ? (node as Record<string, unknown>)[name]
-    : undefined;
-}
-
-function list(node: unknown, name: string): unknown[] {
-  const value = field(node, name);
-  if (Array.isArray(value)) return value;
-  return value === undefined ? [] : [value];
-}
-
-function attribute(node: unknown, name: string): string | null {
-  const value = field(node, `@_${name}`);
-  return typeof value === "string" ? value : null;
-}
-
-function text(node: unknown): string {
-  if (typeof node === "string") return node;
-  const value = field(node, "#text");
-  return typeof value === "string" ? value : "";
 }
 
 function errorMessage(error: unknown): string {

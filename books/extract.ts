@@ -21,7 +21,15 @@
 import type { ExtractedBook } from "./book.ts";
 import { decodeError, type ExtractRequest, type ExtractResponse } from "./extract_protocol.ts";
 
-export type { BookFormat, ExtractedBook, ExtractedChapter } from "./book.ts";
+export type {
+  BookFormat,
+  BookResource,
+  BookWarning,
+  BookWarningKind,
+  ExtractedBook,
+  ExtractedChapter,
+  TextDirection,
+} from "./book.ts";
 export { UnreadableBookError } from "./book.ts";
 
 /**

@@ -115,9 +115,12 @@ function readTextFormat(
 function replaceNul(book: ExtractedBook): ExtractedBook {
   const clean = (text: string): string => text.replaceAll("\0", "\uFFFD");
   return {
-    format: book.format,
+    ...book,
     title: clean(book.title),
     author: book.author === null ? null : clean(book.author),
+    // jsonb refuses U+0000 even more strictly than text: warnings quote file names.
+    language: typeof book.language === "string" ? clean(book.language) : book.language,
+    warnings: book.warnings?.map((warning) => ({ ...warning, message: clean(warning.message) })),
     chapters: book.chapters.map((chapter) => ({
       title: clean(chapter.title),
       html: clean(chapter.html),

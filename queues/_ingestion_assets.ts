@@ -3,12 +3,14 @@
  * chapters the completing transaction saved. `editions.asset_version` names the version the
  * database holds; `editions.assets_version` the version completely written to disk. They differ
  * only while a write is under way, or after one was cut short (crash, shutdown, disk full) — then
- * {@linkcode repairAssets} rewrites the version from the database, which holds the truth.
+ * {@linkcode repairAssets} rewrites the version from the database, which holds the truth: chapters
+ * from `chapters`, the files they use from `resources` (sql/008_edition_fidelity.sql says why they
+ * are kept there; `_ingestion_fidelity.ts` stores them in the completing transaction).
  *
  * @module
  */
 import type { QueueContext } from "../lib/consumer.ts";
-import { removeOtherAssetVersions, writeAssets } from "../books/assets.ts";
+import { type AssetResource, removeOtherAssetVersions, writeAssets } from "../books/assets.ts";
 
 /** Editions repaired per call, so one wake never holds the queue for long. */
 const REPAIRS_PER_WAKE = 10;
@@ -19,6 +21,7 @@ export const REPAIR_RETRY_MS = 60_000;
  * Write an edition's asset version, delete every other version, then record it as written.
  *
  * @param chapters `{ html }` per chapter, in order.
+ * @param resources the files the chapters use (see `writeAssets`).
  * @param signal stops the write between files (it is then redone by {@linkcode repairAssets}).
  * @throws the file-system error, or `signal.reason`.
  */
@@ -27,9 +30,10 @@ export async function publishAssets(
   editionId: string,
   version: number,
   chapters: ReadonlyArray<{ html: string }>,
+  resources: ReadonlyArray<AssetResource>,
   signal: AbortSignal,
 ): Promise<void> {
-  await writeAssets(ctx.storageDir, editionId, version, chapters, signal);
+  await writeAssets(ctx.storageDir, editionId, version, chapters, resources, signal);
   await removeOtherAssetVersions(ctx.storageDir, editionId, version);
   // Fenced on the version: a newer ingest of the same edition must not be marked written by this.
   await ctx.sql`
@@ -59,8 +63,20 @@ export async function repairAssets(
     if (signal.aborted) break;
     const chapters = await ctx.sql<{ html: string }[]>`
       select html from chapters where edition_id = ${edition.id} order by position`;
+    // Paths first, bytes one file at a time: an illustrated book's images need not all be in
+    // memory at once.
+    const resources = (await ctx.sql<{ path: string }[]>`
+      select path from resources where edition_id = ${edition.id} order by path`)
+      .map(({ path }): AssetResource => ({
+        path,
+        bytes: async () => {
+          const [row] = await ctx.sql<{ bytes: Uint8Array }[]>`
+            select bytes from resources where edition_id = ${edition.id} and path = ${path}`;
+          return row?.bytes ?? new Uint8Array();
+        },
+      }));
     try {
-      await publishAssets(ctx, edition.id, edition.asset_version, chapters, signal);
+      await publishAssets(ctx, edition.id, edition.asset_version, chapters, resources, signal);
       ctx.log.warn(
         { edition: edition.id, version: edition.asset_version },
         "asset version rewritten from the database",

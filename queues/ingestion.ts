@@ -29,6 +29,7 @@ import {
 } from "../lib/consumer.ts";
 import { extractBook, type ExtractedBook, UnreadableBookError } from "../books/extract.ts";
 import { publishAssets, repairAssets } from "./_ingestion_assets.ts";
+import { saveEditionFidelity } from "./_ingestion_fidelity.ts";
 import { resolveSourceFile } from "../books/source_path.ts";
 
 /** Queue name used in logs, events and the lock key. */
@@ -346,13 +347,22 @@ async function save(
     for (let i = 0; i < rows.length; i += 500) {
       await tx.sql`insert into chapters ${tx.sql(rows.slice(i, i + 500))}`;
     }
+    await saveEditionFidelity(tx.sql, edition.id, book);
     if (!job.edition_id) {
       await tx.sql`update ingestion_jobs set edition_id = ${edition.id} where id = ${job.id}`;
     }
     await ctx.onEditionSaved?.(tx.sql, edition.id);
     tx.afterCommit(async () => {
       try {
-        await publishAssets(ctx, edition.id, edition.asset_version, book.chapters, signal);
+        const resources = book.resources ?? [];
+        await publishAssets(
+          ctx,
+          edition.id,
+          edition.asset_version,
+          book.chapters,
+          resources,
+          signal,
+        );
       } catch (err) {
         // The database holds the chapters: recover() rewrites the assets on the next wake.
         if (!signal.aborted) throw err;

@@ -4,7 +4,9 @@
  *
  * - `POST /jobs` `{ "source_path": "books/moby.epub", "edition_id"?: "12" }` → 201 the job.
  *   `source_path` is relative to `STORAGE_DIR`; one resolving outside it is a 400.
- * - `GET /jobs/:id` → 200 the job, 404 when unknown.
+ * - `GET /jobs/:id` → 200 the job with `edition`: `{ id, title, author, format, language,
+ *   direction, warnings, chapter_count, resource_count }` or `null` before it has one; 404 when
+ *   unknown.
  * - `POST /jobs/:id/retry` → 200 the job, now `Queued` (admin retry: `Failed` only); 409 for any
  *   other status, changing nothing; 404 when unknown.
  *
@@ -15,6 +17,7 @@ import { createMiddleware } from "hono/factory";
 import { zValidator } from "@hono/zod-validator";
 import { z } from "zod";
 import { editionExists, enqueue, getJob, type IngestionContext, retry } from "./ingestion.ts";
+import { readEditionSummary } from "./_ingestion_fidelity.ts";
 import { resolveSourceFile, resolveSourcePath } from "../books/source_path.ts";
 
 const id = z.string().regex(/^[1-9]\d{0,17}$/, "expected a positive integer id");
@@ -82,7 +85,10 @@ export function ingestionRoutes(ctx: IngestionContext): Hono {
 
   app.get("/jobs/:id", zValidator("param", z.object({ id }), invalid), async (c) => {
     const job = await getJob(ctx, c.req.valid("param").id);
-    return job ? c.json(job) : c.json({ error: "No such ingestion job" }, 404);
+    if (!job) return c.json({ error: "No such ingestion job" }, 404);
+    // The edition as the job left it: what a reader will see, and what was imperfect (issue 10).
+    const edition = job.edition_id ? await readEditionSummary(ctx.sql, job.edition_id) : null;
+    return c.json({ ...job, edition });
   });
 
   app.post("/jobs/:id/retry", zValidator("param", z.object({ id }), invalid), async (c) => {

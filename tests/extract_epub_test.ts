@@ -112,11 +112,12 @@ Deno.test("extractBook() reads an EPUB's chapters in spine order", async () => {
     "The First Door", // door1: its h2
     "Door Two", // door2: its <title>, linear="no" included
   ]);
-  assert.equal(book.chapters[0].html, "<p>Before any door.</p>");
+  assert.equal(book.chapters[0].html, '<p id="top">Before any door.</p>');
   assert.equal(
     book.chapters[1].html,
     "<p>Opened <em>slowly</em>.<br /></p><div></div>" +
-      '<p>Then <a href="door2.xhtml#x">onward</a>.</p>',
+      // door2.xhtml is chapter 3, written as 3.html; it has no id "x", so the link opens it.
+      '<p>Then <a href="3.html">onward</a>.</p>',
   );
   assert.equal(book.chapters[2].html, "<p>No heading here.</p>");
 });
@@ -190,31 +191,57 @@ Deno.test("extractBook() reports an EPUB with an empty spine as unreadable", asy
   await assertUnreadable(zip(files), "the spine lists no chapters");
 });
 
-Deno.test("extractBook() reports an EPUB spine idref missing from the manifest as unreadable", async () => {
+Deno.test("extractBook() skips an EPUB spine idref missing from the manifest, with a warning", async () => {
   const files = bookFiles();
   files["OEBPS/content.opf"] = opf(MANIFEST, `${SPINE}\n    <itemref idref="door9"/>`);
-  await assertUnreadable(zip(files), 'spine item "door9" is not in the manifest');
+  const book = await extractFrom("doors.epub", zip(files));
+  assert.equal(book.chapters.length, 3);
+  assert.deepEqual(book.warnings, [{
+    kind: "spine_item_skipped",
+    message: 'Spine item "door9" is not in the manifest; it was left out',
+  }]);
 });
 
-Deno.test("extractBook() reports an EPUB spine item whose file is missing as unreadable", async () => {
+Deno.test("extractBook() skips an EPUB spine item whose file is missing, with a warning", async () => {
   const files = bookFiles();
   delete files["OEBPS/text/door2.xhtml"];
-  await assertUnreadable(
-    zip(files),
-    'spine item "door2" points to missing file "OEBPS/text/door2.xhtml"',
-  );
+  const book = await extractFrom("doors.epub", zip(files));
+  assert.deepEqual(book.chapters.map((chapter) => chapter.title), ["Chapter 1", "The First Door"]);
+  assert.deepEqual(book.warnings?.map((warning) => warning.kind), [
+    "spine_item_skipped",
+    "resource_missing", // door1 links to door2.xhtml#x: the link is removed, its text stays
+  ]);
+  assert.match(book.chapters[1].html, /<p>Then <a>onward<\/a>\.<\/p>/);
 });
 
-Deno.test("extractBook() reports an EPUB chapter that is not UTF-8 as unreadable", async () => {
+Deno.test("extractBook() reads an EPUB chapter that is not UTF-8 as Windows-1252, with a warning", async () => {
   const entries: Zippable = {
     "META-INF/container.xml": strToU8(CONTAINER),
     "OEBPS/content.opf": strToU8(opf(
       '<item id="c" href="c.xhtml" media-type="application/xhtml+xml"/>',
       '<itemref idref="c"/>',
     )),
-    "OEBPS/c.xhtml": new Uint8Array([0x3c, 0x70, 0x3e, 0xff, 0xfe, 0x3c]),
+    // "café" in Windows-1252, undeclared.
+    "OEBPS/c.xhtml": new Uint8Array([
+      0x3c,
+      0x70,
+      0x3e,
+      0x63,
+      0x61,
+      0x66,
+      0xe9,
+      0x3c,
+      0x2f,
+      0x70,
+      0x3e,
+    ]),
   };
-  await assertUnreadable(zipSync(entries), '"OEBPS/c.xhtml" is not valid UTF-8');
+  const book = await extractFrom("latin.epub", zipSync(entries));
+  assert.equal(book.chapters[0].html, "<p>café</p>");
+  assert.deepEqual(book.warnings, [{
+    kind: "encoding_guessed",
+    message: '"OEBPS/c.xhtml" is not in its declared encoding; read as windows-1252',
+  }]);
 });
 
 // XML forbids U+0000, but neither parser refuses it; Postgres cannot store it in text.
