@@ -18,13 +18,20 @@ import { type ClaimedJob, Consumer, type Queue, type QueueContext } from "./lib/
 import { createApi, loadOrCreateToken } from "./lib/api.ts";
 import * as ingestion from "./queues/ingestion.ts";
 import { ingestionRoutes } from "./queues/ingestion_routes.ts";
+import * as userIngestion from "./queues/user_ingestion.ts";
+import { UNLIMITED_BODY_PATHS, userBookRoutes } from "./queues/user_ingestion_routes.ts";
+import * as enrichment from "./queues/enrichment.ts";
+import { enrichmentRoutes } from "./queues/enrichment_routes.ts";
+import { parseMaxUploadBytes } from "./uploads/multipart.ts";
 
 const env = Deno.env.toObject();
 /** Every queue this process consumes; adding one is one line here and one `serve()` below. */
-const QUEUES = [ingestion] as const;
-let config;
+const QUEUES = [ingestion, userIngestion, enrichment] as const;
+let config, maxUploadBytes, enrichmentRemote;
 try {
   config = parseConfig(env);
+  maxUploadBytes = parseMaxUploadBytes(env);
+  enrichmentRemote = enrichment.readRemoteSettings(env);
   // Read now so a bad queue setting stops the worker before anything starts.
   for (const queue of QUEUES) parseQueueSettings(env, queue.defaults);
 } catch (err) {
@@ -133,6 +140,17 @@ const ingestionCtx = await serve(ingestion, (s) => ({
   staleAfterMs: s.staleAfterMs,
 }));
 
+const userIngestionCtx = await serve(userIngestion, (s) => ({
+  ...base,
+  storageDir: config.storageDir,
+  staleAfterMs: s.staleAfterMs,
+}));
+const enrichmentCtx = await serve(enrichment, (s) => ({
+  ...base,
+  staleAfterMs: s.staleAfterMs,
+  remote: enrichment.remoteEngine(enrichmentRemote),
+}));
+
 const token = config.internalApiToken ??
   await loadOrCreateToken(config.dataDir, log)
     .catch((err) => fatal(`Cannot create the INTERNAL_API_TOKEN file in "${config.dataDir}"`, err));
@@ -145,7 +163,12 @@ const app = createApi({
     await sql`select 1`;
     return { bootId };
   },
-  routes: { "/ingestion": ingestionRoutes(ingestionCtx) },
+  routes: {
+    "/ingestion": ingestionRoutes(ingestionCtx),
+    "/user-books": userBookRoutes(userIngestionCtx, maxUploadBytes),
+    "/enrichment": enrichmentRoutes(enrichmentCtx),
+  },
+  unlimitedBodies: UNLIMITED_BODY_PATHS,
 });
 let server: Deno.HttpServer;
 try {

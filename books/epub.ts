@@ -17,6 +17,7 @@ import {
   type UnreadableBookError,
 } from "./book.ts";
 import { parseHtmlPage, renderChapterHtml, takeFirstElement } from "./html.ts";
+import { refuseEncrypted } from "./epub_encryption.ts";
 
 /** Largest unpacked size of one XML or XHTML file read from an EPUB, in bytes (64 MiB). */
 const MAX_ENTRY_BYTES = 64 * 1024 * 1024;
@@ -65,6 +66,7 @@ export function extractEpub(bytes: Uint8Array, path: string, signal: AbortSignal
   const fail = (reason: string, cause?: unknown): UnreadableBookError =>
     unreadableBook("epub", path, reason, cause);
   const archive = openArchive(bytes, fail);
+  refuseEncrypted(archive, fail);
 
   if (!archive.sizes.has(CONTAINER)) throw fail(`"${CONTAINER}" is missing`);
   const container = parseXml(archive.unpack(CONTAINER), CONTAINER, fail);
