@@ -13,6 +13,11 @@ import type { EnrichmentContext } from "../queues/enrichment.ts";
 import { type RemoteSettings } from "../enrich/remote.ts";
 import { remoteEngine } from "../queues/enrichment.ts";
 import type { TestDb } from "./_db.ts";
+import { connect } from "../lib/db.ts";
+import { type ClaimedJob, Consumer, type Queue, type QueueContext } from "../lib/consumer.ts";
+import { QueueLock } from "../lib/lock.ts";
+import { Wake } from "../lib/wake.ts";
+import { listenForWakes } from "../lib/listener.ts";
 
 /** A user ingestion context bound to `db`, with a fresh storage directory. */
 export async function userIngestionContext(
@@ -199,6 +204,14 @@ export function startChatServer(mode: ChatMode = "answer"): ChatServer {
   let aborted = 0;
   const held = new Set<() => void>();
   const state = { mode };
+  const completion = (content: string) =>
+    JSON.stringify({
+      id: `chatcmpl-${keys.length}`,
+      object: "chat.completion",
+      created: 0,
+      model: "test-model",
+      choices: [{ index: 0, finish_reason: "stop", message: { role: "assistant", content } }],
+    });
   const server = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen: () => {} }, async (req) => {
     if (new URL(req.url).pathname !== "/v1/chat/completions") {
       return new Response("not found", { status: 404 });
@@ -206,22 +219,46 @@ export function startChatServer(mode: ChatMode = "answer"): ChatServer {
     keys.push(req.headers.get("idempotency-key") ?? "(none)");
     auth.push(req.headers.get("authorization"));
     await req.json();
+    if (state.mode === "hold") {
+      // Headers now, then a space every 20 ms (JSON allows leading whitespace): a client that
+      // goes away makes the next write fail, which cancels this body — that is how a held call
+      // sees its caller's abort or death.
+      open++;
+      most = Math.max(most, open);
+      const encoder = new TextEncoder();
+      let timer: ReturnType<typeof setInterval> | undefined;
+      let done = false;
+      const finish = () => {
+        if (done) return false;
+        done = true;
+        clearInterval(timer);
+        open--;
+        return true;
+      };
+      const body = new ReadableStream<Uint8Array>({
+        start(controller) {
+          timer = setInterval(() => {
+            try {
+              controller.enqueue(encoder.encode(" "));
+            } catch { /* cancelled */ }
+          }, 20);
+          const release = () => {
+            held.delete(release);
+            if (!finish()) return;
+            controller.enqueue(encoder.encode(completion(JSON.stringify(ANSWER))));
+            controller.close();
+          };
+          held.add(release);
+        },
+        cancel() {
+          if (finish()) aborted++;
+        },
+      });
+      return new Response(body, { headers: { "content-type": "application/json" } });
+    }
     open++;
     most = Math.max(most, open);
     try {
-      if (state.mode === "hold") {
-        const gone = await new Promise<boolean>((resolve) => {
-          const release = () => (held.delete(release), resolve(false));
-          held.add(release);
-          req.signal.addEventListener("abort", () => (held.delete(release), resolve(true)), {
-            once: true,
-          });
-        });
-        if (gone) {
-          aborted++;
-          return new Response(null, { status: 499 });
-        }
-      }
       if (state.mode === "error500") {
         return Response.json({ error: { message: "upstream broke" } }, { status: 500 });
       }
@@ -230,17 +267,7 @@ export function startChatServer(mode: ChatMode = "answer"): ChatServer {
         : state.mode === "fenced"
         ? "```json\n" + JSON.stringify(ANSWER, null, 2) + "\n```"
         : JSON.stringify(ANSWER);
-      return Response.json({
-        id: `chatcmpl-${keys.length}`,
-        object: "chat.completion",
-        created: 0,
-        model: "test-model",
-        choices: [{
-          index: 0,
-          finish_reason: "stop",
-          message: { role: "assistant", content },
-        }],
-      });
+      return new Response(completion(content), { headers: { "content-type": "application/json" } });
     } finally {
       open--;
     }
@@ -266,6 +293,43 @@ export function startChatServer(mode: ChatMode = "answer"): ChatServer {
     async close() {
       for (const release of [...held]) release();
       await server.shutdown();
+    },
+  };
+}
+
+/** A running in-process consumer of any queue, with its own listener connection. */
+export interface RunningQueue {
+  lock: QueueLock;
+  /** Stop the consumer (budget in ms) and close the listener. */
+  stop(budgetMs?: number): Promise<void>;
+}
+
+/** Start a queue's consumer the way main.ts does: lock, wake, listener, poll timer. */
+export async function startQueueConsumer<J extends ClaimedJob, C extends QueueContext>(
+  db: TestDb,
+  queue: Queue<J, C>,
+  ctx: C,
+  options: { pollIntervalMs?: number; runTimeoutMs?: number } = {},
+): Promise<RunningQueue> {
+  const wake = new Wake(queue.name);
+  const lock = new QueueLock({ url: db.url, schema: db.schema, queue: queue.name, log: ctx.log });
+  const listenerSql = connect(db.url, { schema: db.schema, applicationName: "t-l", max: 1 });
+  await listenForWakes(listenerSql, `${db.schema}.${queue.table}`, wake, ctx.log);
+  const consumer = new Consumer({
+    queue,
+    ctx,
+    lock,
+    wake,
+    pollIntervalMs: options.pollIntervalMs ?? 30_000,
+    standbyRetryMs: 100,
+    runTimeoutMs: options.runTimeoutMs ?? 60_000,
+  });
+  consumer.start();
+  return {
+    lock,
+    async stop(budgetMs = 2000) {
+      await consumer.stop(performance.now() + budgetMs);
+      await listenerSql.end({ timeout: 1 });
     },
   };
 }
