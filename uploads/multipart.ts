@@ -73,7 +73,9 @@ export async function receiveUpload(
   try {
     parser = busboy({
       headers: { "content-type": type },
-      limits: { files: 1, fileSize: maxBytes, fields: 20, fieldSize: 4096, parts: 25 },
+      // busboy emits "limit" on reaching fileSize, even when the file ends right there: one byte
+      // more makes "limit" mean "larger than maxBytes".
+      limits: { files: 1, fileSize: maxBytes + 1, fields: 20, fieldSize: 4096, parts: 25 },
     });
   } catch (err) {
     throw new UploadError(400, `Cannot read the multipart body: ${(err as Error).message}`);
