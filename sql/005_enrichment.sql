@@ -20,6 +20,11 @@ create index user_books_enrichment_claimable on user_books (id)
 
 -- Channel "<schema>.user_books": any statement that leaves a row Pending wakes the enricher (the
 -- user ingestion's completing write, a give-back, a recovery, an admin retry).
+create trigger user_books_enrichment_notify_insert
+  after insert on user_books
+  referencing new table as new_rows
+  for each statement execute function notify_queue('Pending', 'metadata_enrichment_status');
+
 create trigger user_books_enrichment_notify
   after update on user_books
   referencing new table as new_rows
