@@ -68,7 +68,7 @@ async function uploadAndWait(worker: WorkerProcess, db: TestDb) {
       const body = await read();
       return body.enrichment.status === "Completed" ? body : null;
     },
-    20_000,
+    STARTUP_MS,
     50,
   );
   assert.equal((await bookRow(db, user_book.id)).status, "Ready");
