@@ -6,6 +6,7 @@
  * @module
  */
 import assert from "node:assert/strict";
+import { setTimeout as sleep } from "node:timers/promises";
 import { connect } from "../lib/db.ts";
 import * as enrichment from "../queues/enrichment.ts";
 import { MAX_ATTEMPTS } from "../queues/enrichment.ts";
@@ -69,7 +70,12 @@ dbTest("claim() skips a book another session holds", async (db) => {
   });
   try {
     await locked.promise;
-    assert.equal((await enrichment.claim(ctx))?.id, free);
+    // Without SKIP LOCKED the claim would wait on the held row: a deadline tells, not a hang.
+    const claimed = await Promise.race([
+      enrichment.claim(ctx).then((job) => job?.id),
+      sleep(5000).then(() => "blocked on the held row"),
+    ]);
+    assert.equal(claimed, free);
   } finally {
     release.resolve();
     await holding;
@@ -232,7 +238,9 @@ dbTest("run() that lost its claim saves nothing", async (db) => {
   const ctx = enrichmentContext(db);
   const id = await insertReadyBook(db, [ENGLISH]);
   const job = (await enrichment.claim(ctx))!;
-  await setRunning(db, id, 2, crypto.randomUUID());
+  // Recovered and claimed again by another boot at the same attempt count: only the
+  // claimed_by fence tells the two runs apart.
+  await setRunning(db, id, 1, crypto.randomUUID());
   await enrichment.run(ctx, job, new AbortController().signal);
   const row = await bookRow(db, id);
   assert.deepEqual([row.metadata_enrichment_status, row.metadata], ["Running", null]);

@@ -179,21 +179,26 @@ dbTest("run() timed out under the cap requeues the job; the book stays Processin
   assert.equal((await bookRow(db, bookId)).status, "Processing");
 });
 
-dbTest("claim() re-picks a job stale for 2 min under the cap, never a fresh one", async (db) => {
-  const ctx = await userIngestionContext(db);
-  const stale = await insertUserBook(db, "a.txt");
-  const fresh = await insertUserBook(db, "b.txt");
-  await makeStale(db, stale.jobId, 1);
-  await db.sql`
+dbTest(
+  "claim() re-picks a job stale for 2 min under the cap, never a fresh one nor one at the cap",
+  async (db) => {
+    const ctx = await userIngestionContext(db);
+    const stale = await insertUserBook(db, "a.txt");
+    const fresh = await insertUserBook(db, "b.txt");
+    await makeStale(db, stale.jobId, 1);
+    await db.sql`
     update user_ingestion_jobs
     set status = 'Processing', attempt_count = 1, claimed_by = ${crypto.randomUUID()},
         claimed_at = now() - interval '90 seconds'
     where id = ${fresh.jobId}`;
-  const job = await userIngestion.claim(ctx);
-  assert.equal(job?.id, stale.jobId);
-  assert.equal(job?.attempt_count, 2);
-  assert.equal(await userIngestion.claim(ctx), null);
-});
+    const exhausted = await insertUserBook(db, "c.txt");
+    await makeStale(db, exhausted.jobId, MAX_ATTEMPTS);
+    const job = await userIngestion.claim(ctx);
+    assert.equal(job?.id, stale.jobId);
+    assert.equal(job?.attempt_count, 2);
+    assert.equal(await userIngestion.claim(ctx), null);
+  },
+);
 
 dbTest(
   "recover() fails a stale job at the cap, the book with the non-blaming message",
