@@ -24,6 +24,11 @@ import { type ClaimedJob, Consumer, type Queue, type QueueContext } from "./lib/
 import { createApi, loadOrCreateToken } from "./lib/api.ts";
 import * as ingestion from "./queues/ingestion.ts";
 import { ingestionRoutes } from "./queues/ingestion_routes.ts";
+import * as userIngestion from "./queues/user_ingestion.ts";
+import { UNLIMITED_BODY_PATHS, userBookRoutes } from "./queues/user_ingestion_routes.ts";
+import * as enrichment from "./queues/enrichment.ts";
+import { enrichmentRoutes } from "./queues/enrichment_routes.ts";
+import { parseMaxUploadBytes } from "./uploads/multipart.ts";
 import * as ssg from "./queues/ssg.ts";
 import { editionRoutes, ssgRoutes } from "./queues/ssg_routes.ts";
 import * as autoPublish from "./queues/auto_publish.ts";
@@ -36,12 +41,12 @@ import { editionUrl, ping } from "./indexnow/ping.ts";
 
 const env = Deno.env.toObject();
 /** Every queue this process consumes; adding one is one line here and one `serve()` below. */
-const QUEUES = [ingestion, ssg] as const;
-let config;
-let autoPublishSettings;
-let seoSettings;
+const QUEUES = [ingestion, ssg, userIngestion, enrichment] as const;
+let config, maxUploadBytes, enrichmentRemote, autoPublishSettings, seoSettings;
 try {
   config = parseConfig(env);
+  maxUploadBytes = parseMaxUploadBytes(env);
+  enrichmentRemote = enrichment.readRemoteSettings(env);
   // Read now so a bad queue setting stops the worker before anything starts.
   for (const queue of QUEUES) parseQueueSettings(env, queue.defaults);
   autoPublishSettings = autoPublish.parseSettings(env);
@@ -189,6 +194,17 @@ if (indexNow) {
   log.info("INDEXNOW_URL unset: auto-publish will not ping IndexNow");
 }
 
+const userIngestionCtx = await serve(userIngestion, (s) => ({
+  ...base,
+  storageDir: config.storageDir,
+  staleAfterMs: s.staleAfterMs,
+}));
+const enrichmentCtx = await serve(enrichment, (s) => ({
+  ...base,
+  staleAfterMs: s.staleAfterMs,
+  remote: enrichment.remoteEngine(enrichmentRemote),
+}));
+
 const token = config.internalApiToken ??
   await loadOrCreateToken(config.dataDir, log)
     .catch((err) => fatal(`Cannot create the INTERNAL_API_TOKEN file in "${config.dataDir}"`, err));
@@ -207,7 +223,10 @@ const app = createApi({
     "/editions": editionRoutes(ssgCtx),
     "/auto-publish": autoPublishRoutes({ ...base, announce: (id) => announce(id) }),
     "/seo": seoRoutes({ ...base, staleAfterMs: seoSettings.staleAfterMs }),
+    "/user-books": userBookRoutes(userIngestionCtx, maxUploadBytes),
+    "/enrichment": enrichmentRoutes(enrichmentCtx),
   },
+  unlimitedBodies: UNLIMITED_BODY_PATHS,
 });
 let server: Deno.HttpServer;
 try {

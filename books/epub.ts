@@ -39,6 +39,7 @@ import { readNavLabels } from "./epub_nav.ts";
 import { attribute, field, list, readAuthor, readDirection, text, xml } from "./epub_package.ts";
 import { parseMarkup } from "./markup.ts";
 import { escapeHtml, isBlankHtml, sanitizeChapterHtml, sanitizeSvgFile } from "./sanitize.ts";
+import { refuseEncrypted } from "./epub_encryption.ts";
 
 const CONTAINER = "META-INF/container.xml";
 const OPF_MEDIA_TYPE = "application/oebps-package+xml";
@@ -100,6 +101,7 @@ export function extractEpub(bytes: Uint8Array, path: string, signal: AbortSignal
     if (warnings.length < MAX_WARNINGS) warnings.push({ kind, message });
   };
   const archive = openArchive(bytes, fail);
+  refuseEncrypted(archive, fail);
   const readXml = (name: string): unknown => parseXml(unpackOne(archive, name), name, fail, warn);
 
   const containerPath = archive.find(CONTAINER);

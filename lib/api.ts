@@ -37,6 +37,11 @@ export interface ApiDeps {
   health: () => Promise<Record<string, unknown>>;
   /** Route groups mounted under `/internal`, by path, e.g. `{ "/ingestion": ingestionRoutes }`. */
   routes: Record<string, Hono>;
+  /**
+   * Paths under `/internal` exempt from the JSON body limit, e.g. `["/user-books"]` for an upload
+   * route that streams and caps its body itself.
+   */
+  unlimitedBodies?: ReadonlyArray<string>;
 }
 
 /**
@@ -60,12 +65,14 @@ export function createApi(deps: ApiDeps): Hono {
     }
   });
 
+  const limit = bodyLimit({
+    maxSize: MAX_BODY_BYTES,
+    onError: (c) => c.json({ error: `Request body exceeds ${MAX_BODY_BYTES} bytes` }, 413),
+  });
+  const unlimited = new Set((deps.unlimitedBodies ?? []).map((path) => `/internal${path}`));
   app.use(
     "/internal/*",
-    bodyLimit({
-      maxSize: MAX_BODY_BYTES,
-      onError: (c) => c.json({ error: `Request body exceeds ${MAX_BODY_BYTES} bytes` }, 413),
-    }),
+    (c, next) => unlimited.has(c.req.path.replace(/\/$/, "")) ? next() : limit(c, next),
   );
   // Object messages make bearerAuth answer JSON, like every other error here.
   app.use(
