@@ -58,6 +58,10 @@ export class QueueLock {
     this.#key = `textstack:consumer:${options.schema}.${options.queue}`;
   }
 
+  get #applicationName(): string {
+    return `${this.#options.applicationName ?? "textstack"}-lock-${this.#options.queue}`;
+  }
+
   /** Aborted when a held lock's session is lost (connection closed or replaced). */
   get lost(): AbortSignal {
     return this.#lost.signal;
@@ -175,9 +179,12 @@ export class QueueLock {
         late,
       ]);
       if (row === "late") {
+        const pid = this.#pid!;
         this.#markLost(`heartbeat took longer than ${timeoutMs} ms`);
-        // Drop the socket: the lock goes with the session once the server notices.
         await this.#close();
+        // The server may not notice a half-open socket for hours, and its session would hold the
+        // lock all along, keeping every instance (this one too) standing by: end it ourselves.
+        await this.#terminate(pid);
       } else if (row.pid !== this.#pid) {
         if (!this.#poolerSuspected) {
           this.#poolerSuspected = true;
@@ -193,6 +200,24 @@ export class QueueLock {
     } finally {
       clearTimeout(timer);
       this.#checking = false;
+    }
+  }
+
+  // End our own abandoned lock session, by pid and name (a pid reused by another client is not
+  // ours to end). Best effort, bounded by the connect timeout.
+  async #terminate(pid: number): Promise<void> {
+    const sql = postgres(this.#options.url, { max: 1, connect_timeout: 5, onnotice: () => {} });
+    try {
+      await sql`
+        select pg_terminate_backend(pid) from pg_stat_activity
+        where pid = ${pid} and application_name = ${this.#applicationName}`;
+    } catch (err) {
+      this.#options.log.warn(
+        { queue: this.#options.queue, pid, err: String(err) },
+        "cannot end the old lock session",
+      );
+    } finally {
+      await sql.end({ timeout: 1 }).catch(() => {});
     }
   }
 
