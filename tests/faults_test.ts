@@ -156,7 +156,7 @@ dbTest(
     try {
       await waitFor("the job claimed", async () => (await jobRow(db, id)).status === "Processing");
       proxy.cut(); // the database goes away under the running job
-      setTimeout(() => proxy.restore(), 700);
+      setTimeout(() => proxy.restore(), 1500);
       await running.stop(4000); // throws InFlightError if the give-back never landed
       const row = await jobRow(db, id);
       assert.deepEqual(
