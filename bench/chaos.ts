@@ -161,7 +161,9 @@ async function scenario(
   let note = "";
   try {
     await body(stage);
-    if (!(await stage.settled(90_000))) note = "jobs left unsettled at the deadline";
+    if (!(await stage.settled(SHORT ? 90_000 : 180_000))) {
+      note = "jobs left unsettled at the deadline";
+    }
   } catch (err) {
     note = `scenario error: ${(err as Error).message}`.slice(0, 100);
     console.error(`  [${fault}] ${(err as Error).message.slice(0, 2000)}`);

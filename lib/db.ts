@@ -155,19 +155,24 @@ export async function transaction<T>(
  * guardDriverCloseCrash(log); // once, at startup (main.ts, tests/_db.ts)
  */
 export function guardDriverCloseCrash(log: Logger): void {
-  globalThis.addEventListener("error", (event) => {
-    const err = event.error;
-    if (
-      err instanceof TypeError && err.message.includes("(reading 'write')") &&
-      /postgres\/src\/connection\.js/.test(err.stack ?? "")
-    ) {
-      event.preventDefault();
-      log.error(
-        { err },
-        "postgres.js wrote to a closed connection; ignored (porsager/postgres#1154)",
-      );
-    }
-  });
+  // The same write, a second variant (seen by `deno task chaos` when a server restart closes the
+  // socket half-way): Deno's node:net throws "This socket has been ended by the other party" from
+  // the same `nextWrite`, surfacing as an error event or an unhandled rejection.
+  const isDriverCloseCrash = (err: unknown) =>
+    err instanceof Error &&
+    ((err instanceof TypeError && err.message.includes("(reading 'write')")) ||
+      err.message.includes("This socket has been ended by the other party")) &&
+    /postgres\/src\/connection\.js/.test(err.stack ?? "");
+  const swallow = (err: unknown, event: Event) => {
+    if (!isDriverCloseCrash(err)) return;
+    event.preventDefault();
+    log.error(
+      { err },
+      "postgres.js wrote to a closed connection; ignored (porsager/postgres#1154)",
+    );
+  };
+  globalThis.addEventListener("error", (event) => swallow(event.error, event));
+  globalThis.addEventListener("unhandledrejection", (event) => swallow(event.reason, event));
 }
 
 /** How the runtime treats a database error it may retry (see {@linkcode dbFault}). */
