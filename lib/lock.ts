@@ -152,11 +152,15 @@ export class QueueLock {
   /** Release the lock (if held) and close its connection; never throws. */
   async release(): Promise<void> {
     if (this.held && this.#sql) {
-      try {
-        await this.#sql`select pg_advisory_unlock(hashtextextended(${this.#key}, 0))`;
-      } catch {
-        // The session is going away anyway, and the lock goes with it.
-      }
+      // Bounded: on a half-open socket the unlock never answers; closing the session frees the
+      // lock anyway once the server notices.
+      const unlock = this.#sql`select pg_advisory_unlock(hashtextextended(${this.#key}, 0))`;
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      await Promise.race([
+        unlock.catch(() => {}),
+        new Promise((r) => (timer = setTimeout(r, this.#options.heartbeatTimeoutMs ?? 5000))),
+      ]);
+      clearTimeout(timer);
     }
     this.#pid = undefined;
     await this.#close();
