@@ -151,6 +151,18 @@ function pause(ms: number, signal: AbortSignal): Promise<void> {
   return sleep(ms, undefined, { signal }).catch(() => {});
 }
 
+// `promise`, or a rejection with a connection-class error once `ms` pass (the promise runs on).
+function withDeadline<T>(promise: Promise<T>, ms: number): Promise<T> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(
+      () => reject(Object.assign(new Error(`No answer within ${ms} ms`), { code: "08006" })),
+      ms,
+    );
+  });
+  return Promise.race([promise, late]).finally(() => clearTimeout(timer));
+}
+
 function describe(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
 }
@@ -436,7 +448,13 @@ export class Consumer<J extends ClaimedJob, C extends QueueContext> {
     const id = current.job.id;
     for (let n = 1;; n++) {
       try {
-        if (await queue.giveBack(ctx, current.job)) {
+        // Each try is bounded by what is left of the deadline: a socket the server never answers
+        // must not eat the budget of the next try.
+        const left = Math.max(
+          250,
+          (this.#deadline ?? performance.now() + 5000) - performance.now(),
+        );
+        if (await withDeadline(queue.giveBack(ctx, current.job), left)) {
           this.#log.info({ id }, "job given back");
         } else {
           this.#log.warn(

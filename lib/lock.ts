@@ -182,6 +182,8 @@ export class QueueLock {
         sql<{ pid: number }[]>`select pg_backend_pid() as pid`.then(([r]) => r),
         late,
       ]);
+      // Released or replaced meanwhile: this answer is about a session we no longer hold.
+      if (this.#sql !== sql || this.#pid === undefined) return;
       if (row === "late") {
         const pid = this.#pid!;
         this.#markLost(`heartbeat took longer than ${timeoutMs} ms`);

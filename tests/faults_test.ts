@@ -152,12 +152,20 @@ dbTest(
     const fifo = `${ctx.storageDir}/slow.txt`;
     await mkfifo(fifo);
     const id = await insertJob(db, "slow.txt");
-    const running = await startConsumer(db, ctx);
+    let attempts = 0;
+    const queue: Queue<IngestionJob, IngestionContext> = {
+      ...ingestion,
+      giveBack: (c, job) => (attempts++, ingestion.giveBack(c, job)),
+    };
+    const running = await startConsumer(db, ctx, { queue });
     try {
       await waitFor("the job claimed", async () => (await jobRow(db, id)).status === "Processing");
       proxy.cut(); // the database goes away under the running job
-      setTimeout(() => proxy.restore(), 1500);
-      await running.stop(4000); // throws InFlightError if the give-back never landed
+      const stopped = running.stop(6000); // throws InFlightError if the give-back never landed
+      // Back only after the consumer kept trying: the give-back is retried, not tried once.
+      await waitFor("a third give-back attempt", () => attempts >= 3, 5000);
+      proxy.restore();
+      await stopped;
       const row = await jobRow(db, id);
       assert.deepEqual(
         [row.status, row.attempt_count],
