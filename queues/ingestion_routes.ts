@@ -20,7 +20,8 @@ import { resolveSourceFile, resolveSourcePath } from "../books/source_path.ts";
 // Every id enqueue can hand out: 1 to the bigint maximum, 2^63 - 1 (issue 9, item 9).
 const MAX_ID = 9223372036854775807n;
 const id = z.string().regex(/^[1-9]\d{0,18}$/, "expected a positive integer id").refine(
-  (raw) => BigInt(raw) <= MAX_ID,
+  // zod runs the refinement after a failed regex too: only a digit string is compared.
+  (raw) => !/^\d+$/.test(raw) || BigInt(raw) <= MAX_ID,
   "expected a positive integer id up to 9223372036854775807",
 );
 
