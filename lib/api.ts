@@ -1,12 +1,18 @@
 /**
  * The internal HTTP API: `createApi(deps)` returns the Hono app (it never calls `Deno.serve`).
  *
- * - `GET /healthz`: no token; 200 `{ status: "ok", … }` or 503 when the database does not answer.
+ * - `GET /healthz`: no token; 200 while the process answers. It never touches the database, so a
+ *   database outage never gets the worker restarted (issue 9, item 6; EXAMPLES.md §4).
+ * - `GET /readyz`: no token; 200 when ready to take traffic (migrated, database answers, every
+ *   consumer holds its lock or stands by for a real holder, listener live), else 503 with the
+ *   failing checks; 503 from the first shutdown signal on.
  * - `/internal/*`: body limit → bearer token → the mounted routes (each queue's own).
- * - `GET /internal/events`: the live job event stream as Server-Sent Events.
+ * - `GET /internal/events`: the live job event stream as Server-Sent Events; `HEAD` answers
+ *   without subscribing; refused (503) from the first shutdown signal on.
  *
- * Every error is JSON `{ error }`: an `HTTPException` keeps its status, bad input is 4xx, anything
- * else is logged and answered 500 (STYLE.md §7).
+ * Every error is JSON `{ error }`: an `HTTPException` keeps its status, bad input is 4xx, a wrong
+ * method on a known path is 405 with `Allow` (for every route, mounted ones too), a database
+ * that is unavailable is 503, anything else is logged and answered 500 (STYLE.md §7).
  *
  * @module
  */
@@ -14,11 +20,13 @@ import { Hono } from "hono";
 import { bearerAuth } from "hono/bearer-auth";
 import { bodyLimit } from "hono/body-limit";
 import { HTTPException } from "hono/http-exception";
+import { methodNotAllowed } from "hono/method-not-allowed";
 import { streamSSE } from "hono/streaming";
 import type { Logger } from "./log.ts";
 import type { EventHub } from "./events.ts";
 import { Drain } from "./drain.ts";
 import type { Lifecycle } from "./lifecycle.ts";
+import { dbFault } from "./db.ts";
 
 /** Largest request body accepted under `/internal`, in bytes. */
 export const MAX_BODY_BYTES = 64 * 1024;
@@ -33,8 +41,10 @@ export interface ApiDeps {
   events: EventHub;
   /** Registers each SSE stream's drain so shutdown stops it within the budget. */
   lifecycle: Lifecycle;
-  /** Liveness detail for `/healthz`; throws when the database does not answer. */
+  /** Liveness detail for `/healthz` (e.g. the boot id); must not touch the database. */
   health: () => Promise<Record<string, unknown>>;
+  /** Readiness for `/readyz` (checked only while not shutting down). */
+  ready?: () => Promise<Readiness>;
   /** Route groups mounted under `/internal`, by path, e.g. `{ "/ingestion": ingestionRoutes }`. */
   routes: Record<string, Hono>;
   /**
@@ -42,6 +52,12 @@ export interface ApiDeps {
    * route that streams and caps its body itself.
    */
   unlimitedBodies?: ReadonlyArray<string>;
+}
+
+/** What `/readyz` reports: ready or not, and each check's value. */
+export interface Readiness {
+  readonly ready: boolean;
+  readonly checks: Readonly<Record<string, unknown>>;
 }
 
 /**
@@ -56,13 +72,26 @@ export function createApi(deps: ApiDeps): Hono {
   const app = new Hono();
   let streams = 0;
 
-  app.get("/healthz", async (c) => {
-    try {
-      return c.json({ status: "ok", ...(await deps.health()) });
-    } catch (err) {
-      deps.log.warn({ err: String(err) }, "health check failed");
-      return c.json({ status: "unavailable", error: "database not reachable" }, 503);
+  // First, so every route (mounted ones too) answers a wrong method with 405 and Allow.
+  app.use(methodNotAllowed({
+    app,
+    onMethodNotAllowed: (c, methods) =>
+      c.json({ error: `Method ${c.req.method} not allowed on ${c.req.path}` }, 405, {
+        Allow: methods.join(", "),
+      }),
+  }));
+
+  app.get("/healthz", async (c) => c.json({ status: "ok", ...(await deps.health()) }));
+
+  app.get("/readyz", async (c) => {
+    if (deps.lifecycle.stopping.aborted) {
+      return c.json({ status: "stopping", ready: false, checks: { stopping: true } }, 503);
     }
+    const readiness = await (deps.ready?.() ?? Promise.resolve({ ready: true, checks: {} }));
+    return c.json(
+      { status: readiness.ready ? "ready" : "unready", ...readiness },
+      readiness.ready ? 200 : 503,
+    );
   });
 
   const limit = bodyLimit({
@@ -89,8 +118,19 @@ export function createApi(deps: ApiDeps): Hono {
     }),
   );
 
-  app.get("/internal/events", (c) =>
-    streamSSE(c, async (stream) => {
+  app.get("/internal/events", (c) => {
+    // A process that is leaving takes no new streams (issue 9, item 6).
+    if (deps.lifecycle.stopping.aborted) {
+      return c.json({ error: "Shutting down: connect to another instance" }, 503);
+    }
+    // Hono runs the GET handler for HEAD: answer it without subscribing (issue 9, item 9).
+    if (c.req.method === "HEAD") {
+      return c.body(null, 200, {
+        "content-type": "text/event-stream",
+        "cache-control": "no-cache",
+      });
+    }
+    return streamSSE(c, async (stream) => {
       const name = `events subscriber ${++streams}`;
       // The drain logs this subscriber's drops (rate-limited) from the channel's own count.
       const sub = deps.events.subscribe(EVENTS_PER_SUBSCRIBER);
@@ -114,7 +154,8 @@ export function createApi(deps: ApiDeps): Hono {
       drain.start();
       await drain.done;
       unregister();
-    }));
+    });
+  });
 
   for (const [path, routes] of Object.entries(deps.routes)) app.route(`/internal${path}`, routes);
 
@@ -127,6 +168,14 @@ export function createApi(deps: ApiDeps): Hono {
       headers.set("content-type", "application/json");
       const error = err.message || `Request failed with status ${res.status}`;
       return new Response(JSON.stringify({ error }), { status: res.status, headers });
+    }
+    const fault = dbFault(err);
+    if (fault) {
+      deps.log.warn(
+        { code: fault.code, err: String(err), method: c.req.method, path: c.req.path },
+        "request failed: database unavailable",
+      );
+      return c.json({ error: "Database unavailable; retry later" }, 503, { "Retry-After": "5" });
     }
     deps.log.error({ err, method: c.req.method, path: c.req.path }, "request failed");
     return c.json({ error: "Internal server error" }, 500);
@@ -155,7 +204,26 @@ export async function loadOrCreateToken(dataDir: string, log: Logger): Promise<s
   const bytes = crypto.getRandomValues(new Uint8Array(32));
   const token = Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
   await Deno.mkdir(dataDir, { recursive: true });
-  await Deno.writeTextFile(path, `${token}\n`, { mode: 0o600 });
+  try {
+    // create-new: two processes starting together must not each write their own token.
+    await Deno.writeTextFile(path, `${token}\n`, { mode: 0o600, createNew: true });
+  } catch (err) {
+    if (!(err instanceof Deno.errors.AlreadyExists)) throw err;
+    return await readWhenWritten(path, log);
+  }
   log.info({ path }, "INTERNAL_API_TOKEN unset: generated one; read it from this file");
   return token;
+}
+
+// The other process created the file and is writing it: read it once it holds a whole line.
+async function readWhenWritten(path: string, log: Logger): Promise<string> {
+  for (let i = 0; i < 100; i++) {
+    const text = await Deno.readTextFile(path);
+    if (text.endsWith("\n") && text.trim()) {
+      log.info({ path }, "using the generated INTERNAL_API_TOKEN");
+      return text.trim();
+    }
+    await new Promise((r) => setTimeout(r, 10));
+  }
+  throw new Error(`Cannot read the token file "${path}": it stays empty`);
 }

@@ -36,6 +36,8 @@ export interface Config {
   readonly siteDir: string;
   /** Absolute base URL of the static site, ending in `/` (default `http://localhost:8080/`). */
   readonly siteUrl: string;
+  /** How often the listener proves delivery with a NOTIFY round trip, in ms (default 30000). */
+  readonly listenerProbeMs: number;
 }
 
 /** Thrown when an environment variable has a value the worker cannot use. */
@@ -45,14 +47,21 @@ export class ConfigError extends Error {
 
 type Env = Readonly<Record<string, string | undefined>>;
 
-function read<T>(env: Env, name: string, expected: string, schema: z.ZodType<T>, fallback: T): T {
+function read<T>(
+  env: Env,
+  name: string,
+  expected: string,
+  schema: z.ZodType<T>,
+  fallback: T,
+  secret = false,
+): T {
   const raw = env[name];
   if (raw === undefined || raw === "") return fallback;
   const parsed = schema.safeParse(raw);
   if (!parsed.success) {
-    throw new ConfigError(
-      `Cannot parse ${name}: expected ${expected}, received ${JSON.stringify(raw)}`,
-    );
+    // A secret is never echoed, not even a wrong one (issue 9, item 9): only its length.
+    const received = secret ? `a value of ${raw.length} characters` : JSON.stringify(raw);
+    throw new ConfigError(`Cannot parse ${name}: expected ${expected}, received ${received}`);
   }
   return parsed.data;
 }
@@ -128,12 +137,14 @@ export function parseConfig(env: Env): Config {
       "at least 16 printable characters without spaces",
       token,
       undefined,
+      true,
     ),
     storageDir: env.STORAGE_DIR || `${dataDir}/storage`,
     dataDir,
     pollIntervalMs: readMs(env, "POLL_INTERVAL_MS", 5000),
     shutdownBudgetMs: readMs(env, "SHUTDOWN_BUDGET_MS", 5000),
     standbyRetryMs: readMs(env, "STANDBY_RETRY_MS", 3000),
+    listenerProbeMs: readMs(env, "LISTENER_PROBE_MS", 30_000),
     embeddedPgPort: read(env, "EMBEDDED_PG_PORT", "a port number from 1 to 65535", tcpPort, 54329),
     logLevel: read(
       env,

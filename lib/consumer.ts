@@ -2,19 +2,25 @@
  * The sequential consumer and the {@linkcode Queue} contract it drives (ADR-022).
  *
  * One consumer per queue: it takes the queue's advisory lock (standing by while another process
- * holds it), then loops: wait for a wake → recover → claim one job and run it → the end of the
- * job wakes the loop again, so it drains until a claim comes back empty, then waits. A shutdown aborts the running job's signal and gives its claim back; a
- * run that ignores the signal is given back anyway when the budget runs out, and the fence on
- * every settling write keeps that late run from committing.
+ * holds it), recovers the queue's orphans (the lock proves their owner is gone), then loops: wait
+ * for a wake → recover → claim one job and run it → the end of the job wakes the loop again, so it
+ * drains until a claim comes back empty, then arms a timer for the next due job and waits.
+ *
+ * Faults (issue 9): a shutdown or a lost lock aborts the running job's signal and gives its claim
+ * back, retrying a give-back the database refused until the shutdown deadline; a run that ignores
+ * its abort is settled by a fenced write after a grace period and left behind; a failing round
+ * backs off (capped), logs one line, and reopens the pool after a connection or read-only error.
+ * Jobs whose give-back never committed are reported by {@linkcode Consumer.stop} as an
+ * {@linkcode InFlightError}, which the exit code tells.
  *
  * @module
  */
 import { setTimeout as sleep } from "node:timers/promises";
 import type { QueueDefaults } from "./config.ts";
 import type { Logger } from "./log.ts";
-import type { Sql } from "./db.ts";
+import { dbFault, faultDelayMs, type Fragment, type Sql } from "./db.ts";
 import type { QueueLock } from "./lock.ts";
-import { settlesBy } from "./lifecycle.ts";
+import { InFlightError, settlesBy } from "./lifecycle.ts";
 import type { Wake } from "./wake.ts";
 import type { JobEvents } from "./events.ts";
 
@@ -50,15 +56,24 @@ export interface ClaimedJob {
 /**
  * One queue: a module in `queues/` exporting these members (STYLE.md §4).
  *
- * - `recover` runs on every wake before the claims (so at consumer start too): the queue's rule
- *   for in-flight rows nobody owns, and any repair of work whose effects did not finish. It
- *   should return promptly once `signal` aborts.
- * - `claim` atomically takes the next job (one statement, SKIP LOCKED) or returns null.
+ * - `recoverOrphans` runs once each time the consumer acquires the queue's lock (first start,
+ *   takeover after a SIGKILL, re-acquiring after a database restart), before the first claim.
+ *   Holding the lock proves every row still in flight is orphaned (issue 9): rows claimed by
+ *   another boot id follow the queue's crash rule at once (no stale wait); rows claimed by this
+ *   boot id were cut off by the lock loss, not a crash, and are given back (attempt not counted).
+ * - `recover` runs on every wake before the claims: the queue's rule for stale rows, and any
+ *   repair of work whose effects did not finish. It should return promptly once `signal` aborts.
+ * - `claim` atomically takes the next job (one statement, SKIP LOCKED) or returns null. It ANDs
+ *   `lockHeld` into its WHERE, so a claim without the queue lock takes nothing (issue 9).
  * - `run` does the work and settles the job with fenced writes. Once `signal` aborts for shutdown
  *   or a lost lock it must reject with the signal's reason without settling anything; when the
  *   reason is a run timeout ({@linkcode isRunTimeout}) it settles the job as the queue sees fit.
  * - `giveBack` returns an aborted job to its queue with a fenced write; false when the claim was
- *   already lost (0 rows), which is logged and never "fixed".
+ *   already lost (0 rows), which is logged and never "fixed". It throws the database error.
+ * - `abandon` (optional) settles, with a fenced write, a run that ignored its timeout for the
+ *   grace period: the queue's crash rule (the attempt spent). Without it such a job is given back.
+ * - `nextDueMs` (optional) says when the next job becomes due, so an idle consumer wakes for it
+ *   instead of waiting for the poll (issue 9, item 8).
  */
 export interface Queue<J extends ClaimedJob, C extends QueueContext> {
   /** Short name for logs and events, e.g. `ingestion`. */
@@ -67,10 +82,17 @@ export interface Queue<J extends ClaimedJob, C extends QueueContext> {
   readonly table: string;
   /** Its settings' env prefix and defaults, read by `parseQueueSettings` (lib/config.ts). */
   readonly defaults: QueueDefaults<number | null>;
+  recoverOrphans(ctx: C, signal: AbortSignal): Promise<void>;
   recover(ctx: C, signal: AbortSignal): Promise<void>;
-  claim(ctx: C): Promise<J | null>;
+  claim(ctx: C, lockHeld?: Fragment): Promise<J | null>;
   run(ctx: C, job: J, signal: AbortSignal): Promise<void>;
   giveBack(ctx: C, job: J): Promise<boolean>;
+  abandon?(ctx: C, job: J, reason: string): Promise<boolean>;
+  /**
+   * @returns ms from now (database clock) until the earliest job that is waiting for a future
+   *   time becomes due; null when none is.
+   */
+  nextDueMs?(ctx: C): Promise<number | null>;
 }
 
 /** Options for {@linkcode Consumer}. */
@@ -89,6 +111,15 @@ export interface ConsumerOptions<J extends ClaimedJob, C extends QueueContext> {
    * the queue decides what that means (a stuck run must not hold a sequential queue forever).
    */
   runTimeoutMs: number;
+  /**
+   * How long (ms) a run may ignore its abort (timeout or lost lock) before the consumer settles
+   * it with a fenced write and moves on (default 5000).
+   */
+  abortGraceMs?: number;
+  /** Cap (ms) of the backoff after a failing round (default 5000). */
+  maxErrorDelayMs?: number;
+  /** Reopen the pool's connections (after a connection or read-only error); never throws. */
+  recycle?: () => Promise<void>;
 }
 
 /** Whether an abort reason is a run timeout (as opposed to shutdown or a lost lock). */
@@ -96,42 +127,89 @@ export function isRunTimeout(reason: unknown): boolean {
   return reason instanceof DOMException && reason.name === "TimeoutError";
 }
 
+/**
+ * Where a consumer stands, for `/readyz` and metrics:
+ * - `starting`: not yet tried the lock;
+ * - `holding`: holds the queue lock and consumes;
+ * - `standing-by`: the lock is held by another session (a real holder: the database said so);
+ * - `no-connection`: cannot get a connection for the lock (the error is in the log);
+ * - `stopped`: stop() ran.
+ */
+export type ConsumerState = "starting" | "holding" | "standing-by" | "no-connection" | "stopped";
+
 interface InFlight<J> {
   job: J;
   abort: AbortController;
   done: Promise<void>;
   givenBack: boolean;
+  /** The run finished, or a give-back/abandon wrote (or matched nothing): nothing left to do. */
+  settled: boolean;
 }
-
-const ERROR_PAUSE_MS = 1000;
 
 // An abortable sleep: resolves early, never rejects, when `signal` aborts.
 function pause(ms: number, signal: AbortSignal): Promise<void> {
   return sleep(ms, undefined, { signal }).catch(() => {});
 }
 
+// `promise`, or a rejection with a connection-class error once `ms` pass (the promise runs on).
+function withDeadline<T>(promise: Promise<T>, ms: number): Promise<T> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(
+      () => reject(Object.assign(new Error(`No answer within ${ms} ms`), { code: "08006" })),
+      ms,
+    );
+  });
+  return Promise.race([promise, late]).finally(() => clearTimeout(timer));
+}
+
+function describe(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}
+
 /**
  * The one sequential consumer of a queue.
  *
  * @example
- * const consumer = new Consumer({ queue: ingestion, ctx, lock, wake, pollIntervalMs: 5000, standbyRetryMs: 3000 });
+ * const consumer = new Consumer({ queue: ingestion, ctx, lock, wake, pollIntervalMs: 5000, standbyRetryMs: 3000, runTimeoutMs: 900_000 });
  * consumer.start();
  * // … on SIGTERM:
- * await consumer.stop(performance.now() + 5000);
+ * await consumer.stop(performance.now() + 5000); // throws InFlightError if a give-back never landed
  */
 export class Consumer<J extends ClaimedJob, C extends QueueContext> {
   readonly #o: ConsumerOptions<J, C>;
   readonly #log: Logger;
   readonly #stopping = new AbortController();
+  #deadline: number | undefined;
   #loop: Promise<void> | undefined;
   #inFlight: InFlight<J> | undefined;
+  /** Jobs whose give-back did not commit: in flight under this boot id. */
+  readonly #unsettled = new Map<string, InFlight<J>>();
+  #state: ConsumerState = "starting";
+  #errors = 0;
+  #roundFailures = 0;
 
   constructor(options: ConsumerOptions<J, C>) {
     this.#o = options;
     this.#log = options.ctx.log.child({ queue: options.queue.name });
   }
 
-  /** Start the loop (lock → recover → claim/run); returns at once. */
+  /** Where this consumer stands (see {@linkcode ConsumerState}). */
+  get state(): ConsumerState {
+    return this.#state;
+  }
+
+  /** Failed rounds (claim, recover, orphan recovery) since start, for metrics. */
+  get roundFailures(): number {
+    return this.#roundFailures;
+  }
+
+  /** Ids of jobs whose give-back has not committed yet (still in flight under this boot id). */
+  get unsettled(): readonly string[] {
+    return [...this.#unsettled.keys()];
+  }
+
+  /** Start the loop (lock → recover orphans → recover/claim/run); returns at once. */
   start(): void {
     this.#loop ??= this.#standBy();
   }
@@ -140,73 +218,151 @@ export class Consumer<J extends ClaimedJob, C extends QueueContext> {
    * Stop claiming, abort the running job and give its claim back, release the lock.
    *
    * @param deadline `performance.now()` time (ms) by which this must return; a run still going
-   *   then is given back anyway and left behind (its fenced commit will fail).
+   *   then is given back anyway and left behind (its fenced commit will fail). A give-back the
+   *   database refuses is retried with backoff until the deadline.
+   * @throws {InFlightError} naming the jobs whose give-back never committed.
    */
   async stop(deadline: number): Promise<void> {
+    this.#deadline = deadline;
     this.#stopping.abort(new Error("Shutting down"));
     const current = this.#inFlight;
     // Keep part of the time for the give-back itself, so it lands inside the budget.
     const reserve = Math.min(1000, Math.max(50, (deadline - performance.now()) / 4));
     if (current && !(await settlesBy(current.done, deadline - reserve))) {
-      this.#log.warn({ id: current.job.id }, "job ignored its abort signal; giving it back");
-      await settlesBy(this.#giveBack(current), deadline);
+      if (current.givenBack) {
+        this.#log.warn({ id: current.job.id }, "give-back has not committed yet; waiting");
+        await settlesBy(current.done, deadline);
+      } else {
+        this.#log.warn({ id: current.job.id }, "job ignored its abort signal; giving it back");
+        await settlesBy(this.#giveBack(current), deadline);
+      }
     }
     if (this.#loop) await settlesBy(this.#loop, deadline);
+    // Give-backs that failed earlier (a lost lock while the database was away): try again now.
+    for (const left of [...this.#unsettled.values()]) {
+      left.givenBack = false;
+      await settlesBy(this.#giveBack(left), deadline);
+    }
     await settlesBy(this.#o.lock.release(), deadline);
+    this.#state = "stopped";
+    // A give-back still waiting (a row lock, a silent socket) has not committed either.
+    const waiting = this.#inFlight;
+    if (waiting && !waiting.settled) this.#unsettled.set(waiting.job.id, waiting);
+    if (this.#unsettled.size > 0) {
+      const ids = this.unsettled;
+      this.#log.error({ ids }, "jobs left in flight: their give-back did not commit");
+      throw new InFlightError(this.#o.queue.name, ids);
+    }
   }
 
   async #standBy(): Promise<void> {
     const { lock } = this.#o;
-    let saidStandingBy = false;
+    let failures = 0;
     while (!this.#stopping.signal.aborted) {
       let acquired = false;
       try {
         acquired = await lock.tryAcquire();
+        failures = 0;
       } catch (err) {
-        this.#log.warn({ err: String(err) }, "queue lock unavailable; retrying");
-      }
-      if (acquired) {
-        this.#log.info("consumer started");
-        saidStandingBy = false;
-        await this.#serve(AbortSignal.any([this.#stopping.signal, lock.lost]));
-        if (!this.#stopping.signal.aborted) this.#log.warn("consumer lost its lock; standing by");
+        // Truthful: nobody may hold the lock; this process cannot even ask (issue 9, item 7).
+        if (failures++ === 0 || this.#state !== "no-connection") {
+          this.#log.warn(
+            { err: describe(err) },
+            "cannot get a connection for the queue lock; retrying",
+          );
+        }
+        this.#state = "no-connection";
+        await pause(
+          Math.max(this.#o.standbyRetryMs, faultDelayMs(failures)),
+          this.#stopping.signal,
+        );
         continue;
       }
-      if (!saidStandingBy) {
+      if (acquired) {
+        const active = AbortSignal.any([this.#stopping.signal, lock.lost]);
+        this.#state = "holding";
+        this.#log.info("consumer started");
+        if (await this.#recoverOrphans(active)) await this.#serve(active);
+        if (!this.#stopping.signal.aborted) {
+          this.#log.warn({ why: describe(lock.lost.reason) }, "consumer lost its lock; retrying");
+          this.#state = "starting";
+        }
+        continue;
+      }
+      if (this.#state !== "standing-by") {
         this.#log.info(
           { retryMs: this.#o.standbyRetryMs },
           "another consumer holds the queue; standing by",
         );
-        saidStandingBy = true;
       }
+      this.#state = "standing-by";
       await pause(this.#o.standbyRetryMs, this.#stopping.signal);
     }
   }
 
+  // The lock proves the rows' owner is gone: recover them now, before any claim; retried with
+  // backoff while the database refuses (a restart, read-only). False when `active` aborted first.
+  async #recoverOrphans(active: AbortSignal): Promise<boolean> {
+    const { queue, ctx } = this.#o;
+    for (let n = 1; !active.aborted; n++) {
+      try {
+        await queue.recoverOrphans(ctx, active);
+        // This boot's own in-flight rows were given back by it.
+        this.#unsettled.clear();
+        this.#errors = 0;
+        return true;
+      } catch (err) {
+        await this.#backOff("orphan recovery failed; retrying", err, active);
+      }
+    }
+    return false;
+  }
+
   async #serve(active: AbortSignal): Promise<void> {
-    const { queue, ctx, wake } = this.#o;
+    const { queue, ctx, wake, lock } = this.#o;
     const poll = setInterval(() => wake.notify(), this.#o.pollIntervalMs);
+    let due: ReturnType<typeof setTimeout> | undefined;
     wake.notify(); // the first round recovers and drains whatever is already queued
     try {
       while (await wake.wait(active)) {
+        clearTimeout(due);
         try {
           await queue.recover(ctx, active);
-          const job = await queue.claim(ctx);
+          const job = await queue.claim(ctx, lock.claimFence(ctx.sql));
+          this.#errors = 0;
           if (job) {
             await this.#runOne(job, active);
             // The end of a job is a wake: the queue drains until a claim comes back empty, and a
             // NOTIFY that arrived meanwhile is already coalesced into this one.
             wake.notify();
+          } else if (queue.nextDueMs) {
+            // Idle: wake for the next job waiting on its run_after, not at the next poll tick.
+            const ms = await queue.nextDueMs(ctx);
+            if (ms !== null && ms < this.#o.pollIntervalMs) {
+              due = setTimeout(() => wake.notify(), Math.max(1, Math.ceil(ms)));
+            }
           }
         } catch (err) {
-          this.#log.error({ err }, "claim round failed; retrying");
-          await pause(ERROR_PAUSE_MS, active);
+          await this.#backOff("claim round failed; retrying", err, active);
           wake.notify();
         }
       }
     } finally {
       clearInterval(poll);
+      clearTimeout(due);
     }
+  }
+
+  // One line per failure (the stack at debug), a capped backoff, and a fresh pool after a
+  // connection or read-only error (issue 9, item 4).
+  async #backOff(msg: string, err: unknown, active: AbortSignal): Promise<void> {
+    this.#roundFailures++;
+    const delayMs = faultDelayMs(++this.#errors, this.#o.maxErrorDelayMs ?? 5000);
+    const fault = dbFault(err);
+    this.#log.warn({ err: describe(err), code: fault?.code, attempt: this.#errors, delayMs }, msg);
+    this.#log.debug({ err }, "round failure detail");
+    if (fault?.recycle && this.#o.recycle) await this.#o.recycle();
+    await pause(delayMs, active);
   }
 
   async #runOne(job: J, active: AbortSignal): Promise<void> {
@@ -224,40 +380,109 @@ export class Consumer<J extends ClaimedJob, C extends QueueContext> {
     );
     const signal = AbortSignal.any([abort.signal, timeout.signal]);
     this.#log.info({ id: job.id, attempt: job.attempt_count }, "job claimed");
-    const current: InFlight<J> = { job, abort, done: Promise.resolve(), givenBack: false };
+    const current: InFlight<J> = {
+      job,
+      abort,
+      done: Promise.resolve(),
+      givenBack: false,
+      settled: false,
+    };
     current.done = (async () => {
       try {
         await queue.run(ctx, job, signal);
+        current.settled = true;
       } catch (err) {
         if (abort.signal.aborted) await this.#giveBack(current);
         else this.#log.error({ id: job.id, err }, "job run threw; it stays in flight until stale");
       }
     })();
     this.#inFlight = current;
+    // A run that ignores its abort (timeout, lost lock) must not hold the sequential queue: after
+    // the grace period it is settled by a fenced write and left behind (issue 9, review).
+    const grace = this.#o.abortGraceMs ?? 5000;
+    let graceTimer: ReturnType<typeof setTimeout> | undefined;
+    const ignored = new Promise<"ignored">((resolve) => {
+      const arm = () => (graceTimer = setTimeout(() => resolve("ignored"), grace));
+      if (signal.aborted) arm();
+      else signal.addEventListener("abort", arm, { once: true });
+    });
     try {
-      await current.done;
+      if ((await Promise.race([current.done, ignored])) === "ignored") {
+        this.#log.error(
+          { id: job.id, graceMs: grace },
+          "job ignored its abort signal; settling it",
+        );
+        if (abort.signal.aborted || !queue.abandon) await this.#giveBack(current);
+        else await this.#abandon(current, describe(signal.reason));
+      }
     } finally {
       clearTimeout(timer);
+      clearTimeout(graceTimer);
       active.removeEventListener("abort", forward);
       this.#inFlight = undefined;
     }
   }
 
+  async #abandon(current: InFlight<J>, reason: string): Promise<void> {
+    current.givenBack = true; // the run's own late give-back must not follow
+    const { queue, ctx } = this.#o;
+    try {
+      const wrote = await queue.abandon!(ctx, current.job, `${reason}; the run ignored its abort`);
+      current.settled = true; // written, or the fence says the claim was already lost
+      this.#log.warn({ id: current.job.id, wrote }, "stuck job abandoned");
+    } catch (err) {
+      this.#log.error(
+        { id: current.job.id, err: describe(err) },
+        "abandon failed; the job stays in flight until stale",
+      );
+    }
+  }
+
+  // Give the claim back; a database that refuses is retried with backoff until the shutdown
+  // deadline (issue 9, item 2). Outside a shutdown (lost lock) one try: the next lock acquisition
+  // gives this boot's rows back anyway.
   async #giveBack(current: InFlight<J>): Promise<void> {
     if (current.givenBack) return;
     current.givenBack = true;
     const { queue, ctx } = this.#o;
-    try {
-      if (await queue.giveBack(ctx, current.job)) {
-        this.#log.info({ id: current.job.id }, "job given back");
-      } else {
-        this.#log.warn(
-          { id: current.job.id },
-          "give-back matched no row: the job already settled or its claim was lost",
+    const id = current.job.id;
+    for (let n = 1;; n++) {
+      try {
+        // Each try is bounded by what is left of the deadline: a socket the server never answers
+        // must not eat the budget of the next try.
+        const left = Math.max(
+          250,
+          (this.#deadline ?? performance.now() + 5000) - performance.now(),
         );
+        if (await withDeadline(queue.giveBack(ctx, current.job), left)) {
+          this.#log.info({ id }, "job given back");
+        } else {
+          this.#log.warn(
+            { id },
+            "give-back matched no row: the job already settled or its claim was lost",
+          );
+        }
+        this.#unsettled.delete(id);
+        current.settled = true;
+        return;
+      } catch (err) {
+        this.#unsettled.set(id, current);
+        const delayMs = faultDelayMs(n, 1000);
+        const left = (this.#deadline ?? 0) - performance.now() - 50;
+        if (!dbFault(err) || left < Math.min(delayMs, 50)) {
+          this.#log.error(
+            { id, err: describe(err), attempt: n },
+            "give-back failed; the job stays in flight",
+          );
+          return;
+        }
+        this.#log.warn(
+          { id, err: describe(err), attempt: n, delayMs },
+          "give-back failed; retrying",
+        );
+        if (dbFault(err)?.recycle && this.#o.recycle) await this.#o.recycle();
+        await sleep(Math.min(delayMs, left));
       }
-    } catch (err) {
-      this.#log.error({ id: current.job.id, err }, "give-back failed; the job stays in flight");
     }
   }
 }

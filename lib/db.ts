@@ -10,6 +10,8 @@ import type { Logger } from "./log.ts";
 
 /** A postgres.js client (pool or dedicated connection). */
 export type Sql = postgres.Sql;
+/** A postgres.js SQL fragment, to interpolate into another statement (e.g. the lock's claim fence). */
+export type Fragment = postgres.PendingQuery<postgres.Row[]>;
 /** A postgres.js client bound to one open transaction. */
 export type TxSql = postgres.TransactionSql;
 
@@ -153,17 +155,95 @@ export async function transaction<T>(
  * guardDriverCloseCrash(log); // once, at startup (main.ts, tests/_db.ts)
  */
 export function guardDriverCloseCrash(log: Logger): void {
-  globalThis.addEventListener("error", (event) => {
-    const err = event.error;
-    if (
-      err instanceof TypeError && err.message.includes("(reading 'write')") &&
-      /postgres\/src\/connection\.js/.test(err.stack ?? "")
-    ) {
-      event.preventDefault();
-      log.error(
-        { err },
-        "postgres.js wrote to a closed connection; ignored (porsager/postgres#1154)",
-      );
-    }
-  });
+  // The same write, a second variant (seen by `deno task chaos` when a server restart closes the
+  // socket half-way): Deno's node:net throws "This socket has been ended by the other party" from
+  // the same `nextWrite`, surfacing as an error event or an unhandled rejection.
+  const isDriverCloseCrash = (err: unknown) =>
+    err instanceof Error &&
+    ((err instanceof TypeError && err.message.includes("(reading 'write')")) ||
+      err.message.includes("This socket has been ended by the other party")) &&
+    /postgres\/src\/connection\.js/.test(err.stack ?? "");
+  const swallow = (err: unknown, event: Event) => {
+    if (!isDriverCloseCrash(err)) return;
+    event.preventDefault();
+    log.error(
+      { err },
+      "postgres.js wrote to a closed connection; ignored (porsager/postgres#1154)",
+    );
+  };
+  globalThis.addEventListener("error", (event) => swallow(event.error, event));
+  globalThis.addEventListener("unhandledrejection", (event) => swallow(event.reason, event));
+}
+
+/** How the runtime treats a database error it may retry (see {@linkcode dbFault}). */
+export interface DbFault {
+  /** The SQLSTATE, postgres.js or socket code, e.g. `25006`, `CONNECTION_CLOSED`, `ECONNREFUSED`. */
+  readonly code: string;
+  /**
+   * Whether the pool's connections should be reopened: a connection error, or a session that
+   * went read-only (SQLSTATE 25006; a failover or `default_transaction_read_only` only reaches new
+   * sessions, so old ones stay read-only after writes are allowed again).
+   */
+  readonly recycle: boolean;
+}
+
+// Retryable database faults, by code or SQLSTATE class (EXAMPLES.md §4, after graphile-worker's
+// RETRYABLE_ERROR_CODES). Anything else is a bug or bad data, and is not retried by the runtime.
+const FAULTS: ReadonlyArray<{ match: RegExp; recycle: boolean }> = [
+  { match: /^08/, recycle: true }, // connection exception
+  { match: /^57P0[123]$/, recycle: true }, // admin/crash shutdown, cannot connect now
+  { match: /^25006$/, recycle: true }, // read-only transaction
+  { match: /^53300$/, recycle: false }, // too many connections
+  { match: /^(40001|40P01)$/, recycle: false }, // serialization failure, deadlock
+  {
+    match:
+      /^(CONNECTION_(CLOSED|DESTROYED|ENDED)|CONNECT_TIMEOUT|E(CONNREFUSED|CONNRESET|PIPE|TIMEDOUT|HOSTUNREACH|NETUNREACH|AI_AGAIN))$/,
+    recycle: true,
+  },
+];
+
+/**
+ * Classify a database error as a transient fault (retry with backoff) or not.
+ *
+ * @param err anything thrown by a postgres.js query.
+ * @returns the fault, or null when retrying cannot help (a bug, bad data, a permanent setting).
+ * @example
+ * const fault = dbFault(err);
+ * if (fault?.recycle) await sql.close();
+ */
+export function dbFault(err: unknown): DbFault | null {
+  const raw = (err as { code?: unknown } | null)?.code ??
+    (err as { cause?: { code?: unknown } } | null)?.cause?.code;
+  // Deno reports a refused TCP connect as ConnectionRefused, without a code.
+  const code = typeof raw === "string"
+    ? raw
+    : err instanceof Deno.errors.ConnectionRefused
+    ? "ECONNREFUSED"
+    : err instanceof Deno.errors.ConnectionReset
+    ? "ECONNRESET"
+    : "";
+  const fault = FAULTS.find((f) => f.match.test(code));
+  return fault ? { code, recycle: fault.recycle } : null;
+}
+
+/**
+ * Retry delay in ms for the `n`th consecutive fault (1-based): 250 ms doubling, capped at `capMs`,
+ * with ±20% jitter so instances that failed together do not retry together.
+ */
+export function faultDelayMs(n: number, capMs = 5000): number {
+  const base = Math.min(capMs, 250 * 2 ** Math.max(0, n - 1));
+  return Math.round(Math.min(capMs, base * (0.8 + Math.random() * 0.4)));
+}
+
+/**
+ * Reopen a pool's connections: each closes once its current query is done, and the pool opens
+ * fresh ones on demand (a session that went read-only, or a socket to a server that restarted,
+ * is not reused; issue 9, item 4). postgres.js 3.4.9 has `close()` at runtime but not in its
+ * types. Never throws.
+ *
+ * @example
+ * if (dbFault(err)?.recycle) await recyclePool(sql);
+ */
+export async function recyclePool(sql: Sql): Promise<void> {
+  await (sql as unknown as { close(): Promise<void> }).close().catch(() => {});
 }

@@ -29,6 +29,25 @@ const DUPLICATE_SIGNAL_MS = 100;
 export const FORCED_EXIT_CODE = 130;
 
 /**
+ * Exit code for "a job was left in flight": its give-back did not commit before the budget ran
+ * out (issue 9, item 5). The job ids are in the log; the queue's orphan recovery settles them at
+ * the next lock acquisition.
+ */
+export const IN_FLIGHT_EXIT_CODE = 3;
+
+/** Thrown by a stop step that left jobs in flight; the shutdown then exits {@linkcode IN_FLIGHT_EXIT_CODE}. */
+export class InFlightError extends Error {
+  override name = "InFlightError";
+  /** Ids of the jobs left in flight. */
+  readonly ids: readonly string[];
+
+  constructor(queue: string, ids: readonly string[]) {
+    super(`Left ${ids.length} ${queue} job(s) in flight: ${ids.join(", ")}`);
+    this.ids = ids;
+  }
+}
+
+/**
  * The process lifetime: shutdown steps by phase, and the signals that start the shutdown.
  *
  * @example
@@ -96,7 +115,9 @@ export class Lifecycle {
   /**
    * Run every phase in order within the budget; idempotent.
    *
-   * @returns the exit code: 0 when every step finished in time, 1 otherwise.
+   * @returns the exit code: 0 when every step finished in time (every job settled or given back),
+   *   {@linkcode IN_FLIGHT_EXIT_CODE} when a step left jobs in flight, 1 when a step failed or
+   *   overran otherwise.
    */
   shutdown(): Promise<number> {
     this.#shutdown ??= this.#run();
@@ -113,13 +134,18 @@ export class Lifecycle {
       const results = await Promise.all(
         steps.map(([name, step]) => this.#bounded(name, step, deadline)),
       );
-      if (results.includes(false)) code = 1;
+      if (results.includes("in-flight")) code = IN_FLIGHT_EXIT_CODE;
+      else if (results.includes(false) && code === 0) code = 1;
     }
     this.#log.info({ ms: Math.round(performance.now() - start), code }, "shutdown complete");
     return code;
   }
 
-  async #bounded(name: string, step: StopStep, deadline: number): Promise<boolean> {
+  async #bounded(
+    name: string,
+    step: StopStep,
+    deadline: number,
+  ): Promise<boolean | "in-flight"> {
     let timer: ReturnType<typeof setTimeout> | undefined;
     const late = new Promise<"late">((resolve) => {
       timer = setTimeout(() => resolve("late"), Math.max(0, deadline - performance.now()) + 50);
@@ -129,6 +155,7 @@ export class Lifecycle {
       if (outcome === "late") this.#log.error({ step: name }, "shutdown step overran its budget");
       return outcome === "done";
     } catch (err) {
+      if (err instanceof InFlightError) return "in-flight";
       this.#log.error({ step: name, err }, "shutdown step failed");
       return false;
     } finally {
@@ -163,7 +190,7 @@ export function settlesBy(promise: Promise<unknown>, deadline: number): Promise<
  * @param probe throws while the dependency is unreachable.
  * @param signal stops the wait (shutdown during startup).
  * @param isPermanent tells an error that retrying cannot fix (bad password, missing database).
- * @param maxDelayMs cap of the delay between attempts (default 10_000 ms).
+ * @param maxDelayMs cap of the delay between attempts (default 5000 ms, issue 9).
  * @returns true once the probe succeeded; false when `signal` aborted first.
  * @throws the probe's error when `isPermanent` says so.
  */
@@ -173,7 +200,7 @@ export async function waitUntilReachable(
   log: Logger,
   signal: AbortSignal,
   isPermanent: (err: unknown) => boolean = () => false,
-  maxDelayMs = 10_000,
+  maxDelayMs = 5000,
 ): Promise<boolean> {
   for (let attempt = 1; !signal.aborted; attempt++) {
     try {

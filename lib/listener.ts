@@ -1,8 +1,17 @@
 /**
- * NOTIFY → wake: one `sql.listen` per queue channel. postgres.js re-listens by itself after a
- * dropped connection and calls `onlisten` after the first listen and every reconnect; a NOTIFY
- * sent while disconnected is lost, so `onlisten` wakes the queue to catch up. Never call `listen`
- * again in a loop: that stacks duplicate listeners.
+ * NOTIFY → wake: one `sql.listen` per queue channel, on one dedicated listener connection, and a
+ * liveness probe that proves delivery, not just the socket (issue 9, item 1).
+ *
+ * postgres.js re-listens by itself after a dropped connection and calls `onlisten` after the
+ * first listen and every reconnect; a NOTIFY sent while disconnected is lost, so `onlisten` wakes
+ * the queue to catch up. Never call `listen` again in a loop: that stacks duplicate listeners.
+ *
+ * A socket can stop delivering without closing (a NAT or proxy that drops it, a pooler that
+ * accepts LISTEN and never delivers). So {@linkcode Listener} sends a NOTIFY on its own probe
+ * channel through the pool, at start and every `probeEveryMs`, and expects it back within
+ * `probeTimeoutMs`. On a miss it warns, marks itself degraded (`/readyz` says 503; the queues run
+ * on polling meanwhile), and replaces its client — the new connection's `onlisten` runs each
+ * queue's catch-up claim — then probes again sooner until one succeeds.
  *
  * @module
  */
@@ -45,4 +54,201 @@ export async function listenForWakes(
     },
   );
   return { unlisten };
+}
+
+/** Options for {@linkcode Listener}. */
+export interface ListenerOptions {
+  /** Opens a fresh listener client (max 1 connection, named `<app>-listener`). */
+  connect: () => Sql;
+  /** The pool: probes are sent through it, as a queue's commit would be. */
+  pool: Sql;
+  log: Logger;
+  /** The probe's NOTIFY channel, e.g. `public._probe` (under 64 bytes). */
+  probeChannel: string;
+  /** How often (ms) a live listener is probed (default 30000). */
+  probeEveryMs?: number;
+  /** How long (ms) a probe may take to come back before it counts as a miss (default 5000). */
+  probeTimeoutMs?: number;
+}
+
+/**
+ * The process's listener connection: queue channels → wakes, with a NOTIFY round-trip probe.
+ *
+ * @example
+ * const listener = new Listener({ connect: () => connect(url, { …, max: 1 }), pool: sql, log, probeChannel: "public._probe" });
+ * await listener.listen("public.ingestion_jobs", wake);
+ * await listener.start(); // first probe; then every probeEveryMs
+ * listener.live; // false while degraded
+ * await listener.close();
+ */
+export class Listener {
+  readonly #o: ListenerOptions;
+  readonly #channels = new Map<string, Wake>();
+  readonly #token = crypto.randomUUID();
+  #sql: Sql;
+  #pending: { seq: number; resolve: () => void } | undefined;
+  #seq = 0;
+  #live = false;
+  #probed = false;
+  #probeFailures = 0;
+  #reconnects = 0;
+  #timer: ReturnType<typeof setTimeout> | undefined;
+  #closed = false;
+  #probing: Promise<boolean> | undefined;
+
+  constructor(options: ListenerOptions) {
+    this.#o = options;
+    this.#sql = options.connect();
+  }
+
+  /** Whether the last probe came back (false before the first, and while degraded). */
+  get live(): boolean {
+    return this.#live;
+  }
+
+  /** Whether a probe has failed and none has succeeded since. */
+  get degraded(): boolean {
+    return this.#probed && !this.#live;
+  }
+
+  /** Probes that did not come back in time, since start (for metrics). */
+  get probeFailures(): number {
+    return this.#probeFailures;
+  }
+
+  /** Times the listener client was replaced after a missed probe, since start (for metrics). */
+  get reconnects(): number {
+    return this.#reconnects;
+  }
+
+  /**
+   * Wake `wake` on each NOTIFY of `channel`, and on every (re)listen.
+   *
+   * @throws the connection error when the first LISTEN fails.
+   */
+  async listen(channel: string, wake: Wake): Promise<void> {
+    this.#channels.set(channel, wake);
+    await this.#subscribe(this.#sql, channel, wake);
+  }
+
+  /**
+   * Subscribe the probe channel, run the first probe, and probe every `probeEveryMs` from then on.
+   *
+   * @returns whether the first probe came back (false: warned, degraded, retrying).
+   */
+  async start(): Promise<boolean> {
+    await this.#subscribeProbe(this.#sql);
+    const ok = await this.probe();
+    if (!ok) {
+      this.#o.log.warn(
+        { channel: this.#o.probeChannel },
+        "notifications are not delivered at start: the worker needs a direct connection (LISTEN does not work through a transaction-mode pooler); running on polling",
+      );
+    }
+    this.#schedule();
+    return ok;
+  }
+
+  /**
+   * Send one probe NOTIFY through the pool and wait for it on the listener. A miss reconnects
+   * the listener. Concurrent calls share one probe.
+   *
+   * @returns whether it came back within `probeTimeoutMs`.
+   */
+  probe(): Promise<boolean> {
+    this.#probing ??= this.#probe().finally(() => (this.#probing = undefined));
+    return this.#probing;
+  }
+
+  /** Stop probing and close the listener connection. */
+  async close(): Promise<void> {
+    this.#closed = true;
+    clearTimeout(this.#timer);
+    await this.#sql.end({ timeout: 1 }).catch(() => {});
+  }
+
+  async #probe(): Promise<boolean> {
+    const seq = ++this.#seq;
+    const timeoutMs = this.#o.probeTimeoutMs ?? 5000;
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const back = new Promise<boolean>((resolve) => {
+      this.#pending = { seq, resolve: () => resolve(true) };
+      timer = setTimeout(() => resolve(false), timeoutMs);
+    });
+    try {
+      await this.#o.pool`select pg_notify(${this.#o.probeChannel}, ${`${this.#token}:${seq}`})`;
+    } catch (err) {
+      // The database refused the NOTIFY itself: that says nothing about the listener.
+      clearTimeout(timer);
+      this.#o.log.debug({ err: String(err) }, "listener probe not sent");
+      return this.#live;
+    }
+    const ok = await back;
+    clearTimeout(timer);
+    this.#pending = undefined;
+    this.#probed = true;
+    if (ok) {
+      if (!this.#live && this.#probeFailures > 0) this.#o.log.info("listener delivers again");
+      this.#live = true;
+      return true;
+    }
+    this.#live = false;
+    this.#probeFailures++;
+    this.#o.log.warn(
+      { timeoutMs, failures: this.#probeFailures },
+      "listener probe missed: notifications are not delivered; reconnecting the listener",
+    );
+    if (!this.#closed) await this.#reconnect();
+    return false;
+  }
+
+  #schedule(): void {
+    if (this.#closed) return;
+    clearTimeout(this.#timer);
+    const every = this.#o.probeEveryMs ?? 30_000;
+    // While degraded, probe sooner so readiness comes back soon after delivery does.
+    const delay = this.#live ? every : Math.min(every, 5000);
+    this.#timer = setTimeout(() => this.probe().finally(() => this.#schedule()), delay);
+  }
+
+  // A fresh client: the old socket may be half-open and never report its death. Its `onlisten`
+  // wakes every queue (the catch-up claim for notifications lost meanwhile).
+  async #reconnect(): Promise<void> {
+    const old = this.#sql;
+    this.#sql = this.#o.connect();
+    this.#reconnects++;
+    old.end({ timeout: 0 }).catch(() => {});
+    try {
+      await this.#subscribeProbe(this.#sql);
+      for (const [channel, wake] of this.#channels) {
+        await this.#subscribe(this.#sql, channel, wake);
+      }
+    } catch (err) {
+      this.#o.log.warn(
+        { err: String(err) },
+        "listener reconnect failed; retrying at the next probe",
+      );
+    }
+  }
+
+  async #subscribe(sql: Sql, channel: string, wake: Wake): Promise<void> {
+    let listens = 0;
+    await sql.listen(
+      channel,
+      () => wake.notify(),
+      () => {
+        listens++;
+        this.#o.log.info({ channel, reconnect: listens > 1 }, "listening");
+        wake.notify();
+      },
+    );
+  }
+
+  async #subscribeProbe(sql: Sql): Promise<void> {
+    await sql.listen(this.#o.probeChannel, (payload) => {
+      // Other instances on the same database probe the same channel: only ours count.
+      const pending = this.#pending;
+      if (pending && payload === `${this.#token}:${pending.seq}`) pending.resolve();
+    });
+  }
 }

@@ -4,10 +4,17 @@
  * until the lock frees; a holder whose session is lost learns it at once through {@linkcode
  * QueueLock.lost} and must stop claiming.
  *
+ * The heartbeat has a deadline and never overlaps itself, so a half-open lock socket cannot keep
+ * `held` true while a standby takes the lock; and {@linkcode QueueLock.claimFence} lets a claim
+ * statement prove, in the same statement, that this lock session still holds the lock (issue 9).
+ * A session advisory lock needs a direct connection (or session pooling): behind a
+ * transaction-mode pooler the backend changes under the session, which the heartbeat reports.
+ *
  * @module
  */
 import postgres from "postgres";
 import type { Logger } from "./log.ts";
+import type { Fragment } from "./db.ts";
 
 /** Options for {@linkcode QueueLock}. */
 export interface QueueLockOptions {
@@ -20,6 +27,10 @@ export interface QueueLockOptions {
   log: Logger;
   /** How often (ms) the holder checks its session is still the one that took the lock (1000). */
   heartbeatMs?: number;
+  /** How long (ms) one heartbeat may take before the lock counts as lost (default 5000). */
+  heartbeatTimeoutMs?: number;
+  /** Prefix of the lock connection's `application_name` (default `textstack`): `<prefix>-lock-<queue>`. */
+  applicationName?: string;
 }
 
 /**
@@ -39,10 +50,16 @@ export class QueueLock {
   #pid: number | undefined;
   #lost = new AbortController();
   #heartbeat: ReturnType<typeof setInterval> | undefined;
+  #checking = false;
+  #poolerSuspected = false;
 
   constructor(options: QueueLockOptions) {
     this.#options = options;
     this.#key = `textstack:consumer:${options.schema}.${options.queue}`;
+  }
+
+  get #applicationName(): string {
+    return `${this.#options.applicationName ?? "textstack"}-lock-${this.#options.queue}`;
   }
 
   /** Aborted when a held lock's session is lost (connection closed or replaced). */
@@ -58,6 +75,35 @@ export class QueueLock {
   /** Whether this process holds the lock now. */
   get held(): boolean {
     return this.#pid !== undefined && !this.#lost.signal.aborted;
+  }
+
+  /**
+   * Whether the lock session's backend changed under it (a transaction-mode pooler between the
+   * worker and PostgreSQL; EXAMPLES.md §4). Readiness shows it; the worker needs a direct
+   * connection.
+   */
+  get poolerSuspected(): boolean {
+    return this.#poolerSuspected;
+  }
+
+  /**
+   * A SQL condition, true only while this lock's session holds the advisory lock: a claim ANDs it
+   * into its WHERE so a process whose lock was lost (half-open socket, replaced session) cannot
+   * claim, even before its heartbeat notices. It reads `pg_locks` inside the claim statement: no
+   * extra round trip per job.
+   *
+   * @param sql the client the claim runs on (the pool).
+   * @returns a postgres.js fragment; false in SQL when the lock is not held (claim nothing).
+   * @example
+   * await sql`update jobs set … where id = (select …) and ${lock.claimFence(sql)}`;
+   */
+  claimFence(sql: postgres.Sql): Fragment {
+    const pid = this.held ? this.#pid! : -1;
+    // pg_locks splits the 64-bit key into classid (high 32 bits) and objid (low 32 bits).
+    return sql`exists (
+      select from pg_locks
+      where locktype = 'advisory' and granted and pid = ${pid} and objsubid = 1
+        and (classid::int8 << 32 | objid::int8) = hashtextextended(${this.#key}, 0))`;
   }
 
   /**
@@ -77,7 +123,11 @@ export class QueueLock {
       max_lifetime: null,
       connect_timeout: 10,
       onnotice: () => {},
-      connection: { application_name: `textstack-lock-${this.#options.queue}` },
+      connection: {
+        application_name: `${
+          this.#options.applicationName ?? "textstack"
+        }-lock-${this.#options.queue}`,
+      },
       onclose: () => this.#markLost("connection closed"),
     });
     this.#sql = sql;
@@ -102,11 +152,15 @@ export class QueueLock {
   /** Release the lock (if held) and close its connection; never throws. */
   async release(): Promise<void> {
     if (this.held && this.#sql) {
-      try {
-        await this.#sql`select pg_advisory_unlock(hashtextextended(${this.#key}, 0))`;
-      } catch {
-        // The session is going away anyway, and the lock goes with it.
-      }
+      // Bounded: on a half-open socket the unlock never answers; closing the session frees the
+      // lock anyway once the server notices.
+      const unlock = this.#sql`select pg_advisory_unlock(hashtextextended(${this.#key}, 0))`;
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      await Promise.race([
+        unlock.catch(() => {}),
+        new Promise((r) => (timer = setTimeout(r, this.#options.heartbeatTimeoutMs ?? 5000))),
+      ]);
+      clearTimeout(timer);
     }
     this.#pid = undefined;
     await this.#close();
@@ -114,14 +168,62 @@ export class QueueLock {
 
   // postgres.js reconnects transparently, so "a query worked" is not proof: the lock belongs to
   // the session, and a different backend pid means a different session that does not hold it.
+  // One check at a time, each with a deadline: a half-open socket never answers, and stacked
+  // checks behind it would keep `held` true for as long as TCP takes to give up (issue 9).
   async #check(): Promise<void> {
     const sql = this.#sql;
-    if (!sql || !this.held) return;
+    if (!sql || !this.held || this.#checking) return;
+    this.#checking = true;
+    const timeoutMs = this.#options.heartbeatTimeoutMs ?? 5000;
+    let timer: ReturnType<typeof setTimeout> | undefined;
     try {
-      const [row] = await sql<{ pid: number }[]>`select pg_backend_pid() as pid`;
-      if (row.pid !== this.#pid) this.#markLost("session replaced");
+      const late = new Promise<"late">((r) => (timer = setTimeout(() => r("late"), timeoutMs)));
+      const row = await Promise.race([
+        sql<{ pid: number }[]>`select pg_backend_pid() as pid`.then(([r]) => r),
+        late,
+      ]);
+      // Released or replaced meanwhile: this answer is about a session we no longer hold.
+      if (this.#sql !== sql || this.#pid === undefined) return;
+      if (row === "late") {
+        const pid = this.#pid!;
+        this.#markLost(`heartbeat took longer than ${timeoutMs} ms`);
+        await this.#close();
+        // The server may not notice a half-open socket for hours, and its session would hold the
+        // lock all along, keeping every instance (this one too) standing by: end it ourselves.
+        await this.#terminate(pid);
+      } else if (row.pid !== this.#pid) {
+        if (!this.#poolerSuspected) {
+          this.#poolerSuspected = true;
+          this.#options.log.warn(
+            { queue: this.#options.queue, was: this.#pid, now: row.pid },
+            "lock session changed backend: is a transaction-mode pooler in the way? The worker needs a direct connection",
+          );
+        }
+        this.#markLost("session replaced");
+      }
     } catch {
       this.#markLost("heartbeat failed");
+    } finally {
+      clearTimeout(timer);
+      this.#checking = false;
+    }
+  }
+
+  // End our own abandoned lock session, by pid and name (a pid reused by another client is not
+  // ours to end). Best effort, bounded by the connect timeout.
+  async #terminate(pid: number): Promise<void> {
+    const sql = postgres(this.#options.url, { max: 1, connect_timeout: 5, onnotice: () => {} });
+    try {
+      await sql`
+        select pg_terminate_backend(pid) from pg_stat_activity
+        where pid = ${pid} and application_name = ${this.#applicationName}`;
+    } catch (err) {
+      this.#options.log.warn(
+        { queue: this.#options.queue, pid, err: String(err) },
+        "cannot end the old lock session",
+      );
+    } finally {
+      await sql.end({ timeout: 1 }).catch(() => {});
     }
   }
 

@@ -58,6 +58,9 @@ export async function readMigrations(dir: URL | string): Promise<Migration[]> {
  * @param schema the target schema (created when missing); also scopes the advisory lock.
  * @param migrations from {@linkcode readMigrations}.
  * @param log receives one line per applied migration.
+ * A database that is up to date is only read, never written: a read-only database (a standby, a
+ * role with `default_transaction_read_only`) boots when nothing is to be applied (issue 9, item 4).
+ *
  * @returns the versions applied by this call (empty when up to date).
  * @throws the database error of a failing migration; nothing of the batch is kept.
  * @example
@@ -69,6 +72,7 @@ export async function migrate(
   migrations: Migration[],
   log: Logger,
 ): Promise<number[]> {
+  if ((await pendingVersions(sql, schema, migrations)).length === 0) return [];
   const applied: number[] = [];
   await sql.begin(async (tx) => {
     await tx`select pg_advisory_xact_lock(hashtextextended(${`textstack:migrate:${schema}`}, 0))`;
@@ -94,4 +98,20 @@ export async function migrate(
     }
   });
   return applied;
+}
+
+// The versions not yet recorded, read without any write (no lock, no DDL).
+async function pendingVersions(
+  sql: Sql,
+  schema: string,
+  migrations: Migration[],
+): Promise<number[]> {
+  const [{ exists }] = await sql<{ exists: boolean }[]>`
+    select to_regclass(format('%I.schema_migrations', ${schema}::text)) is not null as exists`;
+  if (!exists) return migrations.map((m) => m.version);
+  const done = new Set(
+    (await sql<{ version: number }[]>`select version from ${sql(schema)}.schema_migrations`)
+      .map((r) => r.version),
+  );
+  return migrations.map((m) => m.version).filter((v) => !done.has(v));
 }

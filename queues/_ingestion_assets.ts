@@ -14,6 +14,8 @@ import { type AssetResource, removeOtherAssetVersions, writeAssets } from "../bo
 
 /** Editions repaired per call, so one wake never holds the queue for long. */
 const REPAIRS_PER_WAKE = 10;
+/** Longest one wake spends repairing assets, in ms; the rest waits for the next wake. */
+export const REPAIR_BUDGET_MS = 2000;
 /** Wait after a failed repair before the edition is tried again, in ms. */
 export const REPAIR_RETRY_MS = 60_000;
 

@@ -11,15 +11,22 @@
  *   {@linkcode giveBack} on shutdown (attempt not counted, no error text).
  * - Failed → Queued: {@linkcode retry}, the admin retry (attempts reset, error cleared).
  *
- * Stale rule: a `Processing` row claimed more than `staleAfterMs` ago (default 10 min) belongs to
- * a consumer that crashed; the claim takes it again while `attempt_count` < {@linkcode
- * MAX_ATTEMPTS}, and {@linkcode recover} fails it at the cap. No startup sweep (ADR-022: the stale
- * re-pick under the cap is ingestion's crash recovery).
+ * - Processing → Queued | Failed: {@linkcode recoverOrphans}, once per lock acquisition: a row of
+ *   another boot id is re-queued with its attempt spent (Failed at the cap); a row of this boot id
+ *   (cut off by a lost lock) is given back.
+ *
+ * Crash rule: holding the queue lock proves a `Processing` row's consumer is gone, so
+ * {@linkcode recoverOrphans} recovers every such row when the consumer takes the lock — after a
+ * SIGKILL the successor re-picks the job at once, not after the stale threshold (issue 9, item 3).
+ * Stale rule, the fallback: a `Processing` row claimed more than `staleAfterMs` ago (default
+ * 10 min) is taken again by the claim while `attempt_count` < {@linkcode MAX_ATTEMPTS}, and
+ * {@linkcode recover} fails it at the cap. With the lock held nobody re-picks a running job, so a
+ * run may outlive `staleAfterMs`; the run timeout, not the stale rule, bounds one run.
  *
  * @module
  */
 import type { QueueDefaults } from "../lib/config.ts";
-import { type Sql, transaction, type TxSql } from "../lib/db.ts";
+import { type Fragment, type Sql, transaction, type TxSql } from "../lib/db.ts";
 import type { JobEvent } from "../lib/events.ts";
 import {
   type ClaimedJob,
@@ -28,9 +35,10 @@ import {
   type QueueStats,
 } from "../lib/consumer.ts";
 import { extractBook, type ExtractedBook, UnreadableBookError } from "../books/extract.ts";
-import { publishAssets, repairAssets } from "./_ingestion_assets.ts";
+import { publishAssets, REPAIR_BUDGET_MS, repairAssets } from "./_ingestion_assets.ts";
 import { saveEditionFidelity } from "./_ingestion_fidelity.ts";
 import { resolveSourceFile } from "../books/source_path.ts";
+import { resolve as resolvePath } from "node:path";
 
 /** Queue name used in logs, events and the lock key. */
 export const name = "ingestion";
@@ -204,7 +212,79 @@ export async function recover(ctx: IngestionContext, signal: AbortSignal): Promi
       attempt: row.attempt_count,
     });
   }
-  await repairAssets(ctx, signal);
+  // Bounded in time, and its faults never block the claims (issue 9, review): the chapters are in
+  // the database, and the next wake repairs the rest.
+  try {
+    await repairAssets(ctx, AbortSignal.any([signal, AbortSignal.timeout(REPAIR_BUDGET_MS)]));
+  } catch (err) {
+    if (!signal.aborted) {
+      ctx.log.error({ queue: name, err }, "asset repair failed; claiming anyway");
+    }
+  }
+}
+
+/**
+ * Recover every row still in flight, once per lock acquisition (the lock proves their consumer is
+ * gone; issue 9). A row claimed by another boot id follows the crash rule: `Queued` and due at
+ * once with its attempt spent, or `Failed` at the cap. A row claimed by this boot id was cut off
+ * by a lost lock (a database restart), not by a crash: it is given back, the attempt not counted,
+ * so database blips never use up a job's attempts. One statement.
+ *
+ * @param _signal unused: one statement.
+ * @throws the database error (the consumer retries with backoff).
+ */
+export async function recoverOrphans(ctx: IngestionContext, _signal: AbortSignal): Promise<void> {
+  const rows = await ctx.sql<
+    { id: string; status: IngestionStatus; attempt_count: number; own: boolean }[]
+  >`
+    with orphans as (
+      select id, claimed_by is not distinct from ${ctx.bootId}::uuid as own
+      from ingestion_jobs
+      where status = 'Processing'
+      for update
+    )
+    update ingestion_jobs j
+    set status = case when o.own or j.attempt_count < ${MAX_ATTEMPTS} then 'Queued' else 'Failed' end,
+        attempt_count = case when o.own then greatest(j.attempt_count - 1, 0) else j.attempt_count end,
+        error = case
+          when o.own then null
+          when j.attempt_count < ${MAX_ATTEMPTS} then 'interrupted: attempt ' || j.attempt_count
+            || ' of ' || ${MAX_ATTEMPTS}::int || ' stopped without finishing (consumer gone); will retry'
+          else 'interrupted: attempts exhausted (' || j.attempt_count || ' of ' || ${MAX_ATTEMPTS}::int
+            || '); the last run stopped without finishing' end,
+        run_after = case when o.own then j.run_after else now() end,
+        finished_at = case when o.own or j.attempt_count < ${MAX_ATTEMPTS} then null else now() end,
+        claimed_by = null, claimed_at = null, updated_at = now()
+    from orphans o
+    where j.id = o.id
+    returning j.id, j.status, j.attempt_count, o.own`;
+  for (const row of rows) {
+    ctx.log.warn(
+      { queue: name, id: row.id, status: row.status, own: row.own },
+      row.own ? "orphan given back (lock lost mid-run)" : "orphan recovered (its consumer is gone)",
+    );
+    ctx.events.publish({
+      queue: name,
+      id: row.id,
+      transition: row.own ? "given_back" : "recovered",
+      status: row.status,
+      attempt: row.attempt_count,
+    });
+  }
+}
+
+/**
+ * Time until the earliest `Queued` job waiting on a future `run_after` (a transient retry)
+ * becomes due, on the database clock; the consumer arms a wake for it (issue 9, item 8).
+ *
+ * @returns ms from now, or null when no job waits for a future time.
+ */
+export async function nextDueMs(ctx: IngestionContext): Promise<number | null> {
+  const [row] = await ctx.sql<{ ms: number | null }[]>`
+    select (extract(epoch from min(run_after) - now()) * 1000)::float8 as ms
+    from ingestion_jobs
+    where status = 'Queued' and run_after > now()`;
+  return row.ms;
 }
 
 /**
@@ -213,19 +293,25 @@ export async function recover(ctx: IngestionContext, signal: AbortSignal): Promi
  * `id = (select … for update skip locked limit 1)` takes exactly one row: `id in (select …)` may
  * be re-run per row by the planner and claim several (STYLE.md §3).
  *
+ * @param lockHeld the queue lock's claim fence (lib/lock.ts): without the lock, nothing is claimed.
+ *   Omitted only by tests that call the verb directly.
  * @returns the claimed job, or null when nothing is runnable.
  */
-export async function claim(ctx: IngestionContext): Promise<IngestionJob | null> {
+export async function claim(
+  ctx: IngestionContext,
+  lockHeld?: Fragment,
+): Promise<IngestionJob | null> {
   const [job] = await ctx.sql<IngestionJob[]>`
     update ingestion_jobs
     set status = 'Processing', attempt_count = attempt_count + 1, claimed_by = ${ctx.bootId},
         claimed_at = now(), updated_at = now()
     where id = (
       select id from ingestion_jobs
-      where (status = 'Queued' and run_after <= now())
-         or (status = 'Processing'
-             and claimed_at < now() - ${ctx.staleAfterMs} * interval '1 millisecond'
-             and attempt_count < ${MAX_ATTEMPTS})
+      where ${lockHeld ?? ctx.sql`true`}
+        and ((status = 'Queued' and run_after <= now())
+          or (status = 'Processing'
+              and claimed_at < now() - ${ctx.staleAfterMs} * interval '1 millisecond'
+              and attempt_count < ${MAX_ATTEMPTS}))
       order by id
       for update skip locked
       limit 1
@@ -256,6 +342,36 @@ export async function giveBack(ctx: IngestionContext, job: IngestionJob): Promis
     (sql) =>
       sql`status = 'Queued', attempt_count = attempt_count - 1, error = null, claimed_at = null`,
     { transition: "given_back", status: "Queued", attempt: job.attempt_count - 1 },
+  );
+}
+
+/**
+ * Settle a run that ignored its abort (a timeout) for the grace period: the crash rule, fenced on
+ * the claim — `Queued` with the attempt spent under the cap, else `Failed` (issue 9, review).
+ *
+ * @param reason why, for the job's `error`.
+ * @returns false when the fence matched no row.
+ */
+export async function abandon(
+  ctx: IngestionContext,
+  job: IngestionJob,
+  reason: string,
+): Promise<boolean> {
+  if (job.attempt_count >= MAX_ATTEMPTS) {
+    const error = `attempts exhausted (${job.attempt_count} of ${MAX_ATTEMPTS}): ${reason}`;
+    return await settle(
+      ctx,
+      job,
+      (sql) => sql`status = 'Failed', error = ${error}, finished_at = now()`,
+      { transition: "failed", status: "Failed", attempt: job.attempt_count, error },
+    );
+  }
+  const error = `attempt ${job.attempt_count} of ${MAX_ATTEMPTS} failed, will retry: ${reason}`;
+  return await settle(
+    ctx,
+    job,
+    (sql) => sql`status = 'Queued', error = ${error}, claimed_at = null, run_after = now()`,
+    { transition: "failed", status: "Queued", attempt: job.attempt_count, error },
   );
 }
 
@@ -385,7 +501,7 @@ async function save(
   ctx.log.info({ queue: name, id: job.id, chapters: book.chapters.length }, "job completed");
 }
 
-type Fragment = ReturnType<TxSql>;
+type TxFragment = ReturnType<TxSql>;
 
 // Every write that settles a claimed row goes through here (the completion excepted: it fences
 // inside the transaction that saves the edition). It matches the row as this run claimed it; 0
@@ -394,7 +510,7 @@ type Fragment = ReturnType<TxSql>;
 async function settle(
   ctx: IngestionContext,
   job: IngestionJob,
-  changes: (sql: TxSql) => Fragment,
+  changes: (sql: TxSql) => TxFragment,
   event: Pick<JobEvent, "transition" | "status" | "attempt" | "error">,
 ): Promise<boolean> {
   return await transaction(ctx.sql, ctx.log, async (tx) => {
@@ -415,7 +531,21 @@ async function settle(
   });
 }
 
-async function fail(ctx: IngestionContext, job: IngestionJob, reason: string): Promise<void> {
+// Job errors name files relative to STORAGE_DIR: the absolute layout of the host is not the
+// API client's business (issue 9, item 9).
+function relativeToStorage(ctx: IngestionContext, text: string): string {
+  const roots = new Set([resolvePath(ctx.storageDir)]);
+  try {
+    roots.add(Deno.realPathSync(ctx.storageDir));
+  } catch {
+    // A missing STORAGE_DIR has no real path; the resolved one is enough.
+  }
+  for (const root of roots) text = text.replaceAll(`${root}/`, "").replaceAll(root, ".");
+  return text;
+}
+
+async function fail(ctx: IngestionContext, job: IngestionJob, why: string): Promise<void> {
+  const reason = relativeToStorage(ctx, why);
   const failed = await settle(
     ctx,
     job,
@@ -428,7 +558,7 @@ async function fail(ctx: IngestionContext, job: IngestionJob, reason: string): P
 // A transient fault (I/O, connection) is not the file's fault: run again after a delay while
 // under the cap, then Failed with the last fault as the reason.
 async function retryLater(ctx: IngestionContext, job: IngestionJob, err: unknown): Promise<void> {
-  const detail = err instanceof Error ? err.message : String(err);
+  const detail = relativeToStorage(ctx, err instanceof Error ? err.message : String(err));
   if (job.attempt_count >= MAX_ATTEMPTS) {
     const reason = `attempts exhausted (${job.attempt_count} of ${MAX_ATTEMPTS}): ${detail}`;
     return await fail(ctx, job, reason);

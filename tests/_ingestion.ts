@@ -108,6 +108,7 @@ export async function startConsumer(
     pollIntervalMs?: number;
     standbyRetryMs?: number;
     runTimeoutMs?: number;
+    abortGraceMs?: number;
     queue?: Queue<IngestionJob, IngestionContext>;
     applicationName?: string;
   } = {},
@@ -129,6 +130,7 @@ export async function startConsumer(
     pollIntervalMs: options.pollIntervalMs ?? 30_000,
     standbyRetryMs: options.standbyRetryMs ?? 100,
     runTimeoutMs: options.runTimeoutMs ?? 60_000,
+    abortGraceMs: options.abortGraceMs,
   });
   consumer.start();
   return {
