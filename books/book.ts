@@ -26,11 +26,17 @@ export interface ExtractedBook {
   /** Plain-text author, or `null` when the file names none. */
   author: string | null;
   chapters: ExtractedChapter[];
+  /**
+   * What came out imperfect, one readable sentence each (encoding guessed, no headings found so
+   * the book is one chapter). Issue 10, "Say what was imperfect". Optional until every reader
+   * sets it; `extractInProcess` always does.
+   */
+  warnings?: string[];
 }
 
 /**
- * Thrown when the file itself cannot be read as a book: missing, empty, not valid UTF-8, plain
- * text with a NUL byte, a broken EPUB, markup that cannot be parsed, no chapters. Permanent: the
+ * Thrown when the file itself cannot be read as a book: missing, empty, binary data (plain
+ * text with a NUL byte), a broken EPUB, markup that cannot be parsed, no chapters. Permanent: the
  * job must fail at once, not retry. Any other error from `extractBook` (permission, I/O, abort) is
  * transient and is not this class.
  */
