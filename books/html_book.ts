@@ -15,6 +15,9 @@ import { isBlankHtml } from "./sanitize.ts";
 import { parseByline } from "./text.ts";
 import { classifyLine } from "./text_headings.ts";
 
+/** Fewest links into the book that make an element a contents list. */
+const MIN_CONTENTS_LINKS = 3;
+
 const HEADING_LEVELS: Readonly<Record<string, number>> = {
   h1: 1,
   h2: 2,
@@ -41,7 +44,7 @@ const END_TEXT = /\*{1,3}\s*END OF (?:THE |THIS )?PROJECT GUTENBERG|End of (?:th
  * `h2` over `h3` chapters opens a part; with nothing under it, it is no chapter). A `Contents`
  * section is left out, and so is any section with nothing to show. Content before the first split
  * heading is a chapter titled like the book. Title: the frame header's, else `<title>` (less a
- * ", by Y" tail), else the title `h1`, else the file stem. Author: `<meta name="author">`, the
+ * ", by Y" tail), else the first `h1`, else the file stem. Author: `<meta name="author">`, the
  * frame header's, the `<title>`'s "by Y", else a byline.
  *
  * @param source the decoded file text.
@@ -65,12 +68,16 @@ export function extractHtml(source: string, path: string, signal: AbortSignal): 
       return false;
     });
   const h1s = headings.filter((heading) => heading.name === "h1");
-  const titleHeading = h1s.length === 1 && headings[0] === h1s[0] ? h1s[0] : null;
+  const lone = h1s.length === 1 && headings[0] === h1s[0] ? h1s[0] : null;
+  const rest = chooseSplit(headings.filter((heading) => heading !== lone));
+  // The lone h1 is the title heading when other headings divide the book; over a book with no
+  // other heading it is the one chapter's title.
+  const titleHeading = rest.size > 0 ? lone : null;
+  const split = rest.size > 0 || lone === null ? rest : new Set([lone]);
   if (titleHeading !== null) DomUtils.removeElement(titleHeading);
-  const split = chooseSplit(headings.filter((heading) => heading !== titleHeading));
 
   const title = frame.title ?? titled.title ??
-    (titleHeading && headingText(titleHeading)) ?? fileStem(path);
+    ((h1s.length > 0 ? headingText(h1s[0]) : "") || fileStem(path));
   const sections = splitAtHeadings(page.body, (element) => split.has(element));
   // Taken out even when <meta> names the author: it is title-page furniture, not a chapter.
   byline ??= takeByline(sections[0].nodes);
@@ -81,7 +88,13 @@ export function extractHtml(source: string, path: string, signal: AbortSignal): 
     signal.throwIfAborted();
     const heading = section.heading === null ? title : headingText(section.heading);
     if (section.heading !== null && classifyLine(heading) === "contents") continue;
-    const html = renderChapterHtml(section.nodes);
+    // Pictures set in the heading (a chapter's head-piece) stay with the chapter.
+    const kept = section.heading !== null && DomUtils.existsOne((node) => node.name === "img", [
+        section.heading,
+      ])
+      ? [section.heading, ...section.nodes]
+      : section.nodes;
+    const html = renderChapterHtml(dropContentsLists(kept));
     if (isBlankHtml(html)) continue;
     chapters.push({ title: heading || `Chapter ${chapters.length + 1}`, html });
   }
@@ -129,7 +142,7 @@ function stripGutenbergFrame(body: ChildNode[]): string {
         classes.includes("pg-boilerplate");
     }, body)
   ) {
-    if (element.attribs.id === "pg-header") header += DomUtils.textContent(element);
+    if (element.attribs.id === "pg-header") header += blockText([element]);
     DomUtils.removeElement(element);
   }
   const start = findMarker(body, START_TEXT);
@@ -161,13 +174,29 @@ function cutSiblings(node: AnyNode, side: "before" | "after"): string {
     const index = siblings.indexOf(current as ChildNode);
     const cut = side === "before" ? siblings.slice(0, index) : siblings.slice(index + 1);
     for (const sibling of cut) {
-      removed += DomUtils.textContent(sibling);
+      removed += blockText([sibling]);
       DomUtils.removeElement(sibling);
     }
     if (isTag(current.parent) && current.parent.name === "body") break;
     current = current.parent;
   }
   return removed;
+}
+
+/** Elements that end a line of text (the header's `Title:` and `Author:` are in separate ones). */
+const BLOCKS = new Set(["p", "div", "br", "pre", "li", "tr", "section", "h1", "h2", "h3", "h4"]);
+
+/** Text of the nodes with a line break after each block element, for line-based reading. */
+function blockText(nodes: ChildNode[]): string {
+  let text = "";
+  for (const node of nodes) {
+    if (isText(node)) text += node.data;
+    else if (isTag(node)) {
+      text += blockText(node.children);
+      if (BLOCKS.has(node.name)) text += "\n";
+    }
+  }
+  return text;
 }
 
 /**
@@ -186,17 +215,51 @@ function splitTitle(title: string | null): { title: string | null; author: strin
  */
 function headingText(heading: Element): string {
   const parts: string[] = [];
+  const alts: string[] = [];
   const visit = (nodes: ChildNode[]): void => {
     for (const node of nodes) {
       if (isText(node)) parts.push(node.data);
       else if (isTag(node)) {
+        const classes = (node.attribs.class ?? "").split(/\s+/);
         if (node.name === "br") parts.push(" ");
-        else if (!(node.attribs.class ?? "").split(/\s+/).includes("pagenum")) visit(node.children);
+        else if (node.name === "img") alts.push(node.attribs.alt ?? "");
+        else if (!classes.includes("pagenum") && !classes.includes("caption")) {
+          visit(node.children);
+        }
       }
     }
   };
   visit(heading.children);
-  return collapseWhitespace(parts.join(""));
+  // A heading set as a picture of its words names itself in the picture's alt text.
+  return collapseWhitespace(parts.join("")) || collapseWhitespace(alts.join(" "));
+}
+
+/**
+ * Take contents lists out of a section: elements of three or more links into the book whose
+ * link text is most of their text (a `<p class="toc">`, a list or table of chapter links), and a
+ * paragraph that only says "Contents".
+ */
+function dropContentsLists(nodes: ChildNode[]): ChildNode[] {
+  const isList = (element: Element): boolean => {
+    const links = DomUtils.findAll(
+      (link) => link.name === "a" && (link.attribs.href ?? "").startsWith("#"),
+      element.children,
+    );
+    if (links.length < MIN_CONTENTS_LINKS) return false;
+    const linked = links.reduce((sum, link) => sum + DomUtils.textContent(link).trim().length, 0);
+    return linked >= DomUtils.textContent(element).trim().length * 0.5;
+  };
+  const lists = DomUtils.findAll(
+    (element) =>
+      ["p", "ul", "ol", "table", "div", "nav", "dl"].includes(element.name) &&
+      // A lone "CONTENTS" line over the list, or the innermost element that is the list.
+      (classifyLine(DomUtils.textContent(element)) === "contents" ||
+        (isList(element) &&
+          !DomUtils.existsOne((inner) => inner !== element && isList(inner), element.children))),
+    nodes,
+  );
+  for (const list of lists) DomUtils.removeElement(list);
+  return nodes.filter((node) => !lists.includes(node as Element));
 }
 
 interface Section {

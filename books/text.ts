@@ -316,8 +316,8 @@ function readFrontMatter(
     top.push(kept);
   }
   const rest = [...top, ...blocks.slice(FRONT_MATTER_BLOCKS)].filter((block) => block.length > 0);
-  // "[Illustration]" above the title is a picture, not the title.
-  const at = rest.findIndex((block) => !/^\[Illustration/i.test(block[0]));
+  // "[Illustration]" or "cover" above the title is a picture, not the title.
+  const at = rest.findIndex((block) => !/^(?:\[Illustration|cover$)/i.test(block[0]));
   const first = rest[at];
   if (first !== undefined && title !== null && repeatsTitle(first, title)) {
     rest.splice(at, 1);
