@@ -37,7 +37,8 @@ export const GUTENBERG_END =
   /^[ \t]*(?:\*{1,3}[ \t]*END OF (?:THE |THIS )?PROJECT GUTENBERG|End of (?:the )?Project Gutenberg)[^\n]*$/im;
 
 /** `Produced by …` credits right after the start marker: transcriber furniture, not the book. */
-const CREDITS = /^[ \t]*(?:Produced by|E-?text prepared by|Transcribed from)\b[^]*?(?:\n[ \t]*\n|$)/i;
+const CREDITS =
+  /^[ \t]*(?:Produced by|E-?text prepared by|Transcribed from)\b[^]*?(?:\n[ \t]*\n|$)/i;
 
 /** A `Title:` first line shorter than this, in characters, is a title over its subtitle. */
 const SUBTITLE_BELOW_CHARS = 50;
@@ -53,7 +54,9 @@ export function stripGutenbergFrame(text: string): GutenbergFrame {
   const start = GUTENBERG_START.exec(text);
   const from = start === null ? 0 : start.index + start[0].length;
   const end = GUTENBERG_END.exec(text.slice(from));
-  if (start === null && end === null) return { body: text, title: null, author: null, framed: false };
+  if (start === null && end === null) {
+    return { body: text, title: null, author: null, framed: false };
+  }
   const header = start === null ? "" : text.slice(0, start.index);
   const body = text.slice(from, end === null ? text.length : from + end.index)
     .replace(/^\s+/, "").replace(CREDITS, "");
@@ -67,7 +70,9 @@ export function stripGutenbergFrame(text: string): GutenbergFrame {
  * @param header the text before the start marker.
  * @returns the title and author found, each `null` when the header has none.
  */
-export function readGutenbergHeader(header: string): { title: string | null; author: string | null } {
+export function readGutenbergHeader(
+  header: string,
+): { title: string | null; author: string | null } {
   const field = (name: string): string | null => {
     const match = new RegExp(`^${name}:[ \\t]*(.+(?:\\r?\\n[ \\t]+\\S.*)*)`, "im").exec(header);
     if (match === null) return null;

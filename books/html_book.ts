@@ -30,7 +30,8 @@ const HEADING_LEVELS: Readonly<Record<string, number>> = {
 /** A Gutenberg start marker inside a text node (the HTML files put it in a `<p>`, `<pre>`…). */
 const START_TEXT = /\*{1,3}\s*START OF (?:THE |THIS )?PROJECT GUTENBERG/i;
 /** A Gutenberg end marker, or the older "End of the Project Gutenberg EBook of X" line. */
-const END_TEXT = /\*{1,3}\s*END OF (?:THE |THIS )?PROJECT GUTENBERG|End of (?:the )?Project Gutenberg/i;
+const END_TEXT =
+  /\*{1,3}\s*END OF (?:THE |THIS )?PROJECT GUTENBERG|End of (?:the )?Project Gutenberg/i;
 
 /**
  * Read an HTML book into chapters at the heading level that divides it.
@@ -119,11 +120,15 @@ function chooseSplit(headings: Element[]): Set<Element> {
     }
   }
   const levels = [...used.keys()].sort((a, b) => a - b);
-  let chosen = levels.find((level) => (chapterLike.get(level) ?? 0) >= 2 &&
-    levels.every((other) => (chapterLike.get(other) ?? 0) <= (chapterLike.get(level) ?? 0)));
+  let chosen = levels.find((level) =>
+    (chapterLike.get(level) ?? 0) >= 2 &&
+    levels.every((other) => (chapterLike.get(other) ?? 0) <= (chapterLike.get(level) ?? 0))
+  );
   chosen ??= levels.find((level) => (used.get(level) ?? 0) >= 2) ?? levels[0];
   return new Set(
-    chosen === undefined ? [] : headings.filter((heading) => HEADING_LEVELS[heading.name] <= chosen),
+    chosen === undefined
+      ? []
+      : headings.filter((heading) => HEADING_LEVELS[heading.name] <= chosen),
   );
 }
 

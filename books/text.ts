@@ -75,7 +75,10 @@ export function extractText(source: string, path: string, signal: AbortSignal): 
     firstRaw !== -1,
     frame.title,
   );
-  const contents = findContents([...front.rest, ...raw.slice(firstRaw === -1 ? raw.length : firstRaw)]);
+  const contents = findContents([
+    ...front.rest,
+    ...raw.slice(firstRaw === -1 ? raw.length : firstRaw),
+  ]);
   const blocks = contents.blocks;
   const title = front.title ?? fileStem(path);
   // The half-title over chapter 1 may sit among the contents entries: it names no chapter.
@@ -102,7 +105,9 @@ export function extractText(source: string, path: string, signal: AbortSignal): 
     const heading = headings[index] as Heading;
     let next = index + 1;
     while (next < blocks.length && !isSplit(headings[next])) next += 1;
-    const body = [heading.rest, ...blocks.slice(index + 1, next)].filter((block) => block.length > 0);
+    const body = [heading.rest, ...blocks.slice(index + 1, next)].filter((block) =>
+      block.length > 0
+    );
     if (heading.kind !== "contents" && body.length > 0) {
       chapters.push({ title: heading.title, html: toParagraphs(body) });
     }

@@ -17,8 +17,7 @@ export const MAX_HEADING_CHARS = 120;
 
 const ROMAN = "(?=[ivxlcdm])m{0,3}(?:cm|cd|d?c{0,3})(?:xc|xl|l?x{0,3})(?:ix|iv|v?i{0,3})";
 const EN_UNITS = "one|two|three|four|five|six|seven|eight|nine";
-const EN_TEENS =
-  "ten|eleven|twelve|thirteen|fourteen|fifteen|sixteen|seventeen|eighteen|nineteen";
+const EN_TEENS = "ten|eleven|twelve|thirteen|fourteen|fifteen|sixteen|seventeen|eighteen|nineteen";
 const EN_TENS = "twenty|thirty|forty|fifty|sixty|seventy|eighty|ninety";
 const EN_ORDINALS = "first|second|third|fourth|fifth|sixth|seventh|eighth|ninth|tenth|" +
   "eleventh|twelfth|thirteenth|fourteenth|fifteenth|sixteenth|seventeenth|eighteenth|" +
@@ -49,25 +48,25 @@ const MATTER_WORDS = "preface|prologue|epilogue|introduction|foreword|afterword|
 const CONTENTS_WORDS = "contents|table of contents|[íi]ndice|table des mati[èe]res|inhalt|" +
   "inhaltsverzeichnis|содержание|оглавление";
 
-export const CHAPTER_LINE = new RegExp(
+const CHAPTER_LINE = new RegExp(
   `^(?:(?:${CHAPTER_WORDS})\\s+(?:the\\s+)?${NUMBER}${AFTER_NUMBER}|` +
     `(?:${NUMBER})\\s+(?:chapter|kapitel|chapitre)\\b)`,
   "iu",
 );
-export const PART_LINE = new RegExp(
+const PART_LINE = new RegExp(
   `^(?:(?:${PART_WORDS})\\s+(?:the\\s+)?${NUMBER}${AFTER_NUMBER}|` +
     `(?:${EN_ORDINALS}|${ES_WORDS}|${FR_WORDS})\\s+(?:part|book|parte|partie|livre)\\b)`,
   "iu",
 );
 /** The keyword alone, or over a title after a separator or a linking word ("PREFACE TO …"). */
-export const MATTER_LINE = new RegExp(
+const MATTER_LINE = new RegExp(
   `^(?:${MATTER_WORDS})(?:[.:]?$|\\s*[.:\\-\\u2013\\u2014]\\s*\\S|` +
     `\\s+(?:to|of|for|by|al|a|del|de|du|zur|zum)\\s)`,
   "iu",
 );
-export const CONTENTS_LINE = new RegExp(`^(?:${CONTENTS_WORDS})[.:]?$`, "iu");
+const CONTENTS_LINE = new RegExp(`^(?:${CONTENTS_WORDS})[.:]?$`, "iu");
 /** A bare roman numeral and a title, `I. A SCANDAL IN BOHEMIA`; or the numeral alone (`II.`). */
-export const NUMERAL_LINE = new RegExp(`^${ROMAN}\\.(?:\\s+(\\S.*))?$`, "i");
+const NUMERAL_LINE = new RegExp(`^${ROMAN}\\.(?:\\s+(\\S.*))?$`, "i");
 
 /**
  * The kind of heading a line is, on its own.

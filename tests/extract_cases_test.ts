@@ -115,7 +115,9 @@ Deno.test("kind of r11: <meta charset>, an XML prolog and a Windows-1251 guess d
   assert.deepEqual(titles(meta), ["Глава 1", "Глава 2"]);
   const prolog = await extractFrom(
     "prolog.xhtml",
-    cyrillic('<?xml version="1.0" encoding="windows-1251"?><html><body><p>Привет</p></body></html>'),
+    cyrillic(
+      '<?xml version="1.0" encoding="windows-1251"?><html><body><p>Привет</p></body></html>',
+    ),
   );
   assert.match(prolog.chapters[0].html, /Привет/);
   const text = "Глава первая\n\nОн вошёл в комнату и сел у окна. Было тихо и темно.\n\n" +
