@@ -69,7 +69,7 @@ interface Heading {
 export function extractText(source: string, path: string, signal: AbortSignal): ExtractedBook {
   const frame = stripGutenbergFrame(source);
   const raw = toBlocks(frame.body.split(/\r\n|\r|\n/));
-  const firstRaw = raw.findIndex((block) => classifyHeading(block) !== null);
+  const firstRaw = raw.findIndex((block) => headingOf(block) !== null);
   const front = readFrontMatter(
     raw.slice(0, firstRaw === -1 ? raw.length : firstRaw),
     firstRaw !== -1,
@@ -121,7 +121,7 @@ export function extractText(source: string, path: string, signal: AbortSignal): 
 
 /** The paragraph as a heading, when it is one (by its style, or named by the contents); else `null`. */
 function readHeading(block: Block, entries: ReadonlySet<string>): Heading | null {
-  const found = classifyHeading(block);
+  const found = headingOf(block);
   if (found !== null) {
     return {
       kind: found.kind,
@@ -164,7 +164,7 @@ function findContents(blocks: Block[]): { blocks: Block[]; entries: Set<string> 
   const kept: Block[] = [];
   const isEntry = (block: Block): boolean => {
     if (isContentsList(block)) return true;
-    const heading = classifyHeading(block);
+    const heading = headingOf(block);
     return heading !== null ? heading.lineCount === block.length : isTitleLike(block);
   };
   // A contents list with no CONTENTS line over it is looked for only at the front, before the
@@ -185,7 +185,7 @@ function findContents(blocks: Block[]): { blocks: Block[]; entries: Set<string> 
     // contents list whose last entry is a heading (the Quijote's "Prólogo al lector" entry); its
     // last paragraph before a body is that body's heading.
     const last = findLastIndex(blocks, index, end, (block) => {
-      const kind = classifyHeading(block)?.kind;
+      const kind = headingOf(block)?.kind;
       return kind !== undefined && kind !== "contents";
     });
     const runEnd = last !== -1 && end - last <= MAX_HEADING_GROUP
@@ -198,7 +198,7 @@ function findContents(blocks: Block[]): { blocks: Block[]; entries: Set<string> 
     const line = findLastIndex(blocks, index, runEnd, (block) => isContentsLine(block), true);
     const from = line !== -1 ? line : index;
     const run = blocks.slice(from, runEnd);
-    const styled = run.filter((block) => classifyHeading(block) !== null).length;
+    const styled = run.filter((block) => headingOf(block) !== null).length;
     kept.push(...blocks.slice(index, from));
     if (
       line !== -1 ? run.length >= 2 : front && run.length >= MIN_CONTENTS_ENTRIES && styled >= 2
@@ -257,12 +257,35 @@ function isShort(block: Block): boolean {
 /** A paragraph of two or more lines, at least two of them headings: a single-spaced contents list. */
 function isContentsList(block: Block): boolean {
   if (block.length < 2) return false;
+  const known = contentsLists.get(block);
+  if (known !== undefined) return known;
+  // A list starts with its entries: a paragraph whose first two lines are prose is prose. This
+  // keeps the scan to two lines for almost every paragraph of a book.
+  const listed = (classifyLine(block[0]) !== null || classifyLine(block[1]) !== null) &&
+    countHeadingLines(block) >= 2;
+  contentsLists.set(block, listed);
+  return listed;
+}
+
+/** `classifyHeading` of a paragraph, asked once: the readers below ask it several times each. */
+function headingOf(block: Block): ReturnType<typeof classifyHeading> {
+  if (!headingCache.has(block)) headingCache.set(block, classifyHeading(block));
+  return headingCache.get(block) ?? null;
+}
+
+const headingCache = new WeakMap<Block, ReturnType<typeof classifyHeading>>();
+
+/** `isContentsList` answers, per paragraph: it is asked several times for each. */
+const contentsLists = new WeakMap<Block, boolean>();
+
+/** How many lines of the paragraph are headings; `0` when a line is too long for one. */
+function countHeadingLines(block: Block): number {
   let headingLines = 0;
   for (const line of block) {
-    if (line.length > MAX_HEADING_CHARS) return false;
+    if (line.length > MAX_HEADING_CHARS) return 0;
     if (classifyLine(line) !== null) headingLines += 1;
   }
-  return headingLines >= 2;
+  return headingLines;
 }
 
 /** Short lines, none ending a sentence, few characters: a title page's subtitle and imprint. */
