@@ -32,7 +32,8 @@ export type BookWarningKind =
   | "no_headings"
   | "spine_item_skipped"
   | "resource_missing"
-  | "encoding_guessed";
+  | "encoding_guessed"
+  | "front_matter_dropped";
 
 /** One warning about a book, stored with its edition and returned with its job. */
 export interface BookWarning {
@@ -72,8 +73,8 @@ export interface ExtractedBook {
 }
 
 /**
- * Thrown when the file itself cannot be read as a book: missing, empty, not valid UTF-8, plain
- * text with a NUL byte, a broken EPUB, markup that cannot be parsed, no chapters. Permanent: the
+ * Thrown when the file itself cannot be read as a book: missing, empty, binary data (plain
+ * text with a NUL byte), a broken EPUB, markup that cannot be parsed, no chapters. Permanent: the
  * job must fail at once, not retry. Any other error from `extractBook` (permission, I/O, abort) is
  * transient and is not this class.
  */

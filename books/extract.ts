@@ -117,7 +117,8 @@ let idleTimer: ReturnType<typeof setTimeout> | undefined;
  * Read a book file into its title, author and chapters, in the extraction worker.
  *
  * The format comes from the extension (case-insensitive): `.txt` text, `.md`/`.markdown`
- * Markdown, `.html`/`.htm`/`.xhtml` HTML, `.epub` EPUB. Text formats must be UTF-8. Chapter html
+ * Markdown, `.html`/`.htm`/`.xhtml` HTML, `.epub` EPUB. Text formats are decoded as they declare,
+ * else as UTF-8, else as detected (`books/decode.ts`; a guess is a warning). Chapter html
  * is always sanitised (see `books/sanitize.ts`). No string in the result holds U+0000: a plain
  * text file with a NUL byte is refused, and in the markup formats U+0000 becomes U+FFFD.
  *
@@ -127,7 +128,7 @@ let idleTimer: ReturnType<typeof setTimeout> | undefined;
  * @returns the book, with at least one chapter.
  * @throws UnreadableBookError (permanent: fail the job, do not retry) when the extension is not a
  *   known format, the file is missing, is a directory, is over 256 MiB, is empty or only
- *   whitespace, is not valid UTF-8 (text formats), is plain text with a NUL byte, is a broken
+ *   whitespace, is binary data (plain text with a NUL byte, or control characters), is a broken
  *   EPUB, cannot be parsed (markup nested more than 512 deep, a stack overflow, or any other throw
  *   while parsing: `Cannot read HTML "x.html": the file could not be parsed: <why>`), or yields no
  *   chapters.

@@ -13,13 +13,14 @@
 import { extname } from "node:path";
 import {
   type BookFormat,
+  type BookWarning,
   describeParseError,
   type ExtractedBook,
   unreadableBook,
   UnreadableBookError,
 } from "./book.ts";
 import { extractEpub } from "./epub.ts";
-import { extractHtml } from "./html.ts";
+import { extractHtml } from "./html_book.ts";
 import { extractMarkdown } from "./markdown.ts";
 import { decodeBookText, isBlank, readBookFile } from "./read.ts";
 import { extractText } from "./text.ts";
@@ -47,10 +48,11 @@ const FORMATS: ReadonlyMap<string, BookFormat> = new Map([
  * @param path the book file; a FIFO works, read until its writer closes it.
  * @param signal aborts the read promptly, even while opening or reading blocks; checked between
  *   chapters too. A parse in progress is not interrupted: run this in a worker to bound that.
- * @returns the book, with at least one chapter and no U+0000 anywhere.
+ * @returns the book, with at least one chapter, its `warnings` (possibly empty), and no U+0000
+ *   anywhere.
  * @throws UnreadableBookError when the extension is not a known format, the file is missing, is
- *   a directory, is over 256 MiB, is empty or only whitespace, is not valid UTF-8 (text formats),
- *   is plain text with a NUL byte, is a broken EPUB, cannot be parsed (nested too deeply, or any
+ *   a directory, is over 256 MiB, is empty or only whitespace, is binary data (plain text with a NUL
+ *   byte, or control characters), is a broken EPUB, cannot be parsed (nested too deeply, or any
  *   other throw while parsing), or yields no chapters.
  * @throws `signal.reason` when the signal aborts.
  * @throws any other error from the file system as-is (e.g. `Deno.errors.NotCapable`,
@@ -77,9 +79,16 @@ export async function extractInProcess(
   signal.throwIfAborted();
   let book: ExtractedBook;
   try {
-    book = format === "epub"
-      ? extractEpub(bytes, path, signal)
-      : readTextFormat(format, decodeBookText(bytes, path, format), path, signal);
+    if (format === "epub") {
+      book = extractEpub(bytes, path, signal);
+    } else {
+      const decoded = decodeBookText(bytes, path, format);
+      book = readTextFormat(format, decoded.text, path, signal);
+      if (decoded.warning !== null) {
+        const guessed: BookWarning = { kind: "encoding_guessed", message: decoded.warning };
+        book.warnings = [guessed, ...(book.warnings ?? [])];
+      }
+    }
   } catch (error) {
     if (error instanceof UnreadableBookError || signal.aborted) throw error;
     // A stack overflow, a library's TypeError on malformed input, the nesting bound: the same
@@ -120,7 +129,10 @@ function replaceNul(book: ExtractedBook): ExtractedBook {
     author: book.author === null ? null : clean(book.author),
     // jsonb refuses U+0000 even more strictly than text: warnings quote file names.
     language: typeof book.language === "string" ? clean(book.language) : book.language,
-    warnings: book.warnings?.map((warning) => ({ ...warning, message: clean(warning.message) })),
+    warnings: (book.warnings ?? []).map((warning) => ({
+      ...warning,
+      message: clean(warning.message),
+    })),
     chapters: book.chapters.map((chapter) => ({
       title: clean(chapter.title),
       html: clean(chapter.html),

@@ -1,58 +1,83 @@
 /**
- * Markdown books: front matter, the title heading and byline, and chapters split at the top-most
- * heading level the book uses, each rendered by marked and sanitised.
+ * Markdown books: front matter, the title heading and byline, and chapters split at the heading
+ * level that divides the book, each rendered by marked and sanitised.
  *
  * @module
  */
 import { Marked, type Token, type Tokens } from "marked";
-import { collapseWhitespace, type ExtractedBook, type ExtractedChapter, fileStem } from "./book.ts";
+import {
+  type BookWarning,
+  collapseWhitespace,
+  type ExtractedBook,
+  type ExtractedChapter,
+  fileStem,
+} from "./book.ts";
 import { htmlText, isBlankHtml, sanitizeChapterHtml } from "./sanitize.ts";
 import { parseByline } from "./text.ts";
+import { classifyLine } from "./text_headings.ts";
 
 /** A private instance, so a `marked.use()` elsewhere in the process cannot change our output. */
 const markdown = new Marked({ gfm: true });
+
+/** A heading that is a catalogue field: `Year: 1836`, `Translator: …`, `Language: en`. */
+const METADATA_HEADING =
+  /^(?:year|date|published|language|translator|translated by|editor|illustrator)\s*:\s*\S/i;
 
 /** `---` fenced `key: value` lines at the very top (YAML-like front matter). */
 const FRONT_MATTER = /^---[ \t]*\r?\n([\s\S]*?)\r?\n---[ \t]*(?:\r?\n|$)/;
 
 /**
- * Read a Markdown book into chapters split at the top-most heading level it uses.
+ * Read a Markdown book into chapters at the heading level that divides it.
  *
- * When there is exactly one `#` heading and it comes first, it is the book's title heading: it is
- * left out of the chapters, which split at the next level used instead (usually `##`). A `by X` or
- * `Author: X` paragraph right after the first `#` heading is the byline and is left out too.
- * Content before the first split heading is a chapter titled like the book; a section with nothing
- * to show under its heading (a title page, a contents entry) is skipped. Title: front matter
- * `title:`, else the first `#` heading, else the file name's stem. Author: front matter `author:`,
- * else the byline, else `null`.
+ * When there is exactly one `#` heading, it comes first and other headings follow, it is the
+ * book's title heading and is left out. A heading that is a byline (`## By Herman Melville`) gives
+ * the author and is left out; so is a `by X` or `Author: X` paragraph right after the first `#`
+ * heading. The split level is the one whose headings most often read as chapter headings
+ * (`## Chapter 1`, `### I. A SCANDAL…`) when two or more do, else the highest level used twice or
+ * more (as for HTML, `books/html_book.ts`); chapters split there and at every level above it. A
+ * `Contents` section is left out. Content before the first split heading is a chapter titled like
+ * the book; a section with nothing to show under its heading (a title page, a contents entry, a
+ * part title right over its first chapter) is skipped. Title: front matter `title:`, else the
+ * first `#` heading, else the file name's stem. Author: front matter `author:`, else the byline.
  *
  * @param source the decoded file text.
  * @param path the file's path (its stem is the fallback title).
  * @param signal checked between chapters; aborting throws `signal.reason`.
- * @returns the book; `chapters` may be empty, which the caller rejects.
+ * @returns the book with its `warnings`; `chapters` may be empty, which the caller rejects.
  */
 export function extractMarkdown(source: string, path: string, signal: AbortSignal): ExtractedBook {
   const front = FRONT_MATTER.exec(source);
   const fields = front === null ? new Map<string, string>() : parseFields(front[1]);
   const tokens: Token[] = markdown.lexer(front === null ? source : source.slice(front[0].length));
 
-  const headings = tokens.filter((token): token is Tokens.Heading => token.type === "heading");
+  const all = tokens.filter((token): token is Tokens.Heading => token.type === "heading");
+  // "## By Herman Melville" is the author, not a chapter.
+  const bylines = new Map(all.map((heading) => [heading, parseByline(headingText(heading))]));
+  // "## Year: 1836" under the title is a catalogue field, not a chapter.
+  const fieldHeadings = all.filter((heading) => METADATA_HEADING.test(headingText(heading)));
+  const headings = all.filter((heading) =>
+    bylines.get(heading) === null && !fieldHeadings.includes(heading)
+  );
   const firstH1 = headings.find((heading) => heading.depth === 1);
   const h1Count = headings.filter((heading) => heading.depth === 1).length;
-  const titleHeading = h1Count === 1 && headings[0] === firstH1 ? firstH1 : undefined;
-  // Infinity when no heading is left: nothing splits, the whole book is one chapter.
-  const splitDepth = headings.reduce(
-    (depth, heading) => heading === titleHeading ? depth : Math.min(depth, heading.depth),
-    Infinity,
-  );
-
-  const title = fields.get("title") || (firstH1 && headingText(firstH1)) || fileStem(path);
+  const lone = h1Count === 1 && headings[0] === firstH1 ? firstH1 : undefined;
+  const splitDepth = chooseDepth(headings.filter((heading) => heading !== lone));
+  // A lone leading "#" is the title heading when other headings divide the book; over a book
+  // with none it is the one chapter's title.
+  const titleHeading = splitDepth === Infinity ? undefined : lone;
+  const depth = splitDepth === Infinity && lone !== undefined ? 1 : splitDepth;
+  // "# Title: The Captain's Daughter" labels itself.
+  const h1Title = firstH1 && headingText(firstH1).replace(/^title\s*:\s*/i, "");
+  const title = fields.get("title") || h1Title || fileStem(path);
   const byline = firstH1 === undefined ? undefined : nextContent(tokens, tokens.indexOf(firstH1));
   const bylineName = byline?.type === "paragraph" ? parseByline(byline.text) : null;
-  const author = fields.get("author") || bylineName;
+  const headingByline = all.map((heading) => bylines.get(heading)).find((name) => name != null);
+  const author = fields.get("author") || bylineName || headingByline || null;
   const dropped = new Set<Token | undefined>([
     titleHeading,
     bylineName === null ? undefined : byline,
+    ...all.filter((heading) => bylines.get(heading) !== null),
+    ...fieldHeadings,
   ]);
 
   const sections: { heading: Tokens.Heading | null; body: Token[] }[] = [{
@@ -61,7 +86,7 @@ export function extractMarkdown(source: string, path: string, signal: AbortSigna
   }];
   for (const token of tokens) {
     if (dropped.has(token)) continue;
-    if (token.type === "heading" && token.depth === splitDepth) {
+    if (token.type === "heading" && (token as Tokens.Heading).depth <= depth) {
       sections.push({ heading: token as Tokens.Heading, body: [] });
     } else {
       sections[sections.length - 1].body.push(token);
@@ -71,12 +96,37 @@ export function extractMarkdown(source: string, path: string, signal: AbortSigna
   const chapters: ExtractedChapter[] = [];
   for (const section of sections) {
     signal.throwIfAborted();
+    const heading = section.heading === null ? title : headingText(section.heading);
+    if (section.heading !== null && classifyLine(heading) === "contents") continue;
     const html = sanitizeChapterHtml(markdown.parser(section.body));
     if (isBlankHtml(html)) continue;
-    const heading = section.heading === null ? title : headingText(section.heading);
     chapters.push({ title: heading || `Chapter ${chapters.length + 1}`, html });
   }
-  return { format: "markdown", title, author, chapters };
+  const warnings: BookWarning[] = depth === Infinity
+    ? [{ kind: "no_headings", message: "No headings found: the book is one chapter" }]
+    : [];
+  return { format: "markdown", title, author, chapters, warnings };
+}
+
+/**
+ * The heading depth to split at (and every depth above it): the one whose headings most often
+ * read as chapter headings (two or more), else the highest depth used twice, else the highest
+ * used; `Infinity` when there is no heading.
+ */
+function chooseDepth(headings: Tokens.Heading[]): number {
+  const chapterLike = new Map<number, number>();
+  const used = new Map<number, number>();
+  for (const heading of headings) {
+    used.set(heading.depth, (used.get(heading.depth) ?? 0) + 1);
+    const kind = classifyLine(headingText(heading));
+    if (kind === "chapter" || kind === "numeral") {
+      chapterLike.set(heading.depth, (chapterLike.get(heading.depth) ?? 0) + 1);
+    }
+  }
+  const depths = [...used.keys()].sort((a, b) => a - b);
+  const best = Math.max(0, ...chapterLike.values());
+  return (best >= 2 ? depths.find((depth) => chapterLike.get(depth) === best) : undefined) ??
+    depths.find((depth) => (used.get(depth) ?? 0) >= 2) ?? depths[0] ?? Infinity;
 }
 
 /** Plain text of a heading, inline markup (emphasis, links, code) rendered and stripped. */

@@ -6,6 +6,7 @@
  * @module
  */
 import { type BookFormat, unreadableBook } from "./book.ts";
+import { BinaryDataError, decodeBookBytes, type DecodedText } from "./decode.ts";
 
 /**
  * Largest book file read, in bytes (256 MiB). An illustrated EPUB can run to a few hundred MiB, a
@@ -68,7 +69,8 @@ export async function readBookFile(
 }
 
 /**
- * Decode a text-format book as strict UTF-8 (a leading byte-order mark is dropped).
+ * Decode a text-format book (see `books/decode.ts`): declared encoding, else UTF-8, else UTF-16
+ * without a mark, else a detected legacy encoding, which the caller reports as a warning.
  *
  * A NUL byte in a plain-text book means the file is binary data, and Postgres cannot store U+0000
  * in text (it failed the insert, and the queue retried that as transient): refused here. Markup
@@ -76,23 +78,26 @@ export async function readBookFile(
  *
  * @param bytes the file's bytes.
  * @param path the file's path, for error messages.
- * @param format the format it is read as, for error messages.
- * @returns the decoded text, not blank.
- * @throws UnreadableBookError when the bytes are not valid UTF-8, the text is only whitespace, or
- *   a plain-text book (`format` `"text"`) contains a NUL byte.
+ * @param format the format it is read as (HTML looks for `<meta charset>` and an XML prolog).
+ * @returns the decoded text (not blank) and, when its encoding was guessed, a warning.
+ * @throws UnreadableBookError when the bytes are binary data (a plain-text book with U+0000 once
+ *   decoded, or text of any format with more than 1 % control characters) or the text is only
+ *   whitespace.
  */
-export function decodeBookText(bytes: Uint8Array, path: string, format: BookFormat): string {
-  if (format === "text" && bytes.includes(0)) {
-    throw unreadableBook(format, path, "the file contains NUL bytes: it is binary data, not text");
-  }
-  let text: string;
+export function decodeBookText(
+  bytes: Uint8Array,
+  path: string,
+  format: Exclude<BookFormat, "epub">,
+): DecodedText {
+  let decoded: DecodedText;
   try {
-    text = new TextDecoder("utf-8", { fatal: true }).decode(bytes);
+    decoded = decodeBookBytes(bytes, format);
   } catch (error) {
-    throw unreadableBook(format, path, "the file is not valid UTF-8", error);
+    if (error instanceof BinaryDataError) throw unreadableBook(format, path, error.message, error);
+    throw error;
   }
-  if (text.trim() === "") throw unreadableBook(format, path, "the file is empty");
-  return text;
+  if (decoded.text.trim() === "") throw unreadableBook(format, path, "the file is empty");
+  return decoded;
 }
 
 /**

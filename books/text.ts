@@ -1,65 +1,310 @@
 /**
- * Plain-text books: finding `CHAPTER I`-style heading lines, the title and byline at the top, and
- * turning blank-line separated paragraphs into escaped `<p>` elements. Also owns the byline rule
- * (`by X`, `Author: X`) the Markdown and HTML readers reuse.
+ * Plain-text books: cutting the Project Gutenberg frame, finding the heading level that divides
+ * the book (the heading styles are in `text_headings.ts`), leaving out contents lists, reading the
+ * title and byline at the top, and turning blank-line separated paragraphs into escaped `<p>`
+ * elements. Also owns the byline rule (`by X`, `Author: X`) the Markdown and HTML readers reuse.
  *
  * @module
  */
-import { collapseWhitespace, type ExtractedBook, type ExtractedChapter, fileStem } from "./book.ts";
+import {
+  type BookWarning,
+  collapseWhitespace,
+  type ExtractedBook,
+  type ExtractedChapter,
+  fileStem,
+} from "./book.ts";
+import { stripGutenbergFrame } from "./gutenberg.ts";
 import { escapeHtml } from "./sanitize.ts";
-
-const ROMAN = "(?=[ivxlcdm])m{0,3}(?:cm|cd|d?c{0,3})(?:xc|xl|l?x{0,3})(?:ix|iv|v?i{0,3})";
-const UNITS = "one|two|three|four|five|six|seven|eight|nine";
-const TEENS = "ten|eleven|twelve|thirteen|fourteen|fifteen|sixteen|seventeen|eighteen|nineteen";
-const TENS = "twenty|thirty|forty|fifty|sixty|seventy|eighty|ninety";
-const NUMBER_WORD = `(?:${TENS})(?:[- ](?:${UNITS}))?|${TEENS}|${UNITS}|hundred`;
-
-/**
- * `Chapter` + a roman, arabic or worded number, then the end of the line or a separator and an
- * optional title: `CHAPTER XII. THE END`, `Chapter One: The Start`, `chapter 3`.
- */
-const CHAPTER_HEADING = new RegExp(
-  `^chapter\\s+(?:\\d+|${ROMAN}|${NUMBER_WORD})(?=$|[\\s.:;,\\-\\u2013\\u2014])`,
-  "i",
-);
-
-/** Longest line taken as a chapter heading or a title, in characters. */
-const MAX_HEADING_CHARS = 120;
+import {
+  classifyHeading,
+  classifyLine,
+  type HeadingKind,
+  MAX_HEADING_CHARS,
+} from "./text_headings.ts";
 
 /** How many paragraphs at the top of a book are searched for the title and byline. */
 const FRONT_MATTER_BLOCKS = 4;
 
 /**
- * Read a plain-text book into chapters split at `CHAPTER`-style heading lines.
+ * Longest title page left out of the chapters, in characters: what is left at the top once the
+ * title and byline are taken (a subtitle, "IN PROSE / BEING"), in short lines without a sentence's
+ * end. Longer, or prose, and it is a chapter titled like the book.
+ */
+const MAX_TITLE_PAGE_CHARS = 300;
+
+/** Fewest entries in a contents list that has no `CONTENTS` heading over it. */
+const MIN_CONTENTS_ENTRIES = 3;
+
+/** Most paragraphs in a heading group: the heading and its subtitle lines. */
+const MAX_HEADING_GROUP = 4;
+
+/** A paragraph: its trimmed, non-empty lines. */
+type Block = string[];
+
+/**
+ * A heading paragraph, classified, with its title and the body lines under it in the paragraph.
+ * `listed`: a line the book's own contents list names ("STORY OF THE DOOR").
+ */
+interface Heading {
+  kind: HeadingKind | "listed";
+  title: string;
+  rest: Block;
+}
+
+/**
+ * Read a plain-text book into chapters at the heading level that divides it.
  *
- * A heading is a line of its own after a blank line (so a wrapped sentence that happens to start
- * with "Chapter one" is not one). A heading with no text under it is skipped: it is an entry in a
- * contents list. Text before the first heading, or the whole text when there is no heading, is a
- * chapter titled like the book. The title is a `Title: X` line or a lone short first line near the
- * top, else the file name's stem; the author a `by X` or `Author: X` line near the top.
+ * The Project Gutenberg frame is cut off first (`books/gutenberg.ts`); its header gives the title
+ * and author. The text is cut into paragraphs at blank lines. The title and byline are read from
+ * the top. Contents lists are left out: a paragraph with two or more heading lines, and a run of
+ * three or more title-like paragraphs with no text between them (each a heading or a short line
+ * that ends no sentence; the last one before a body is that body's heading). The entries of a
+ * contents list name chapters: a later paragraph that repeats one, with text under it, is a
+ * heading. The heading styles (`books/text_headings.ts`) divide at this level: `CHAPTER`-style when
+ * the book has any, else bare numerals with titles (`I. A SCANDAL IN BOHEMIA`) when it has two or
+ * more; parts (`BOOK ONE`), front and back matter (`PREFACE`) and contents entries at every level.
+ * A heading with no text under it (a part title right over its first chapter) is not a chapter;
+ * a `CONTENTS` heading's section is left out. Text before the first heading: a short title page is
+ * left out (with a warning), anything else is a chapter titled like the book.
  *
  * @param source the decoded file text.
  * @param path the file's path (its stem is the fallback title).
  * @param signal checked between chapters; aborting throws `signal.reason`.
- * @returns the book; `chapters` may be empty, which the caller rejects.
+ * @returns the book with its `warnings`; `chapters` may be empty, which the caller rejects.
  */
 export function extractText(source: string, path: string, signal: AbortSignal): ExtractedBook {
-  const lines = source.split(/\r\n|\r|\n/);
-  const headings = lines.flatMap((line, index) =>
-    isChapterHeading(line) && (index === 0 || lines[index - 1].trim() === "") ? [index] : []
+  const frame = stripGutenbergFrame(source);
+  const raw = toBlocks(frame.body.split(/\r\n|\r|\n/));
+  const firstRaw = raw.findIndex((block) => headingOf(block) !== null);
+  const front = readFrontMatter(
+    raw.slice(0, firstRaw === -1 ? raw.length : firstRaw),
+    firstRaw !== -1,
+    frame.title,
   );
-  const front = readFrontMatter(toBlocks(lines.slice(0, headings[0] ?? lines.length)), headings);
+  const contents = findContents([
+    ...front.rest,
+    ...raw.slice(firstRaw === -1 ? raw.length : firstRaw),
+  ]);
+  const blocks = contents.blocks;
   const title = front.title ?? fileStem(path);
+  // The half-title over chapter 1 may sit among the contents entries: it names no chapter.
+  contents.entries.delete(entryKey(title));
+  const headings = blocks.map((block) => readHeading(block, contents.entries));
+  const levels = chooseLevels(headings);
+  const warnings: BookWarning[] = [];
+
+  const isSplit = (heading: Heading | null): heading is Heading =>
+    heading !== null && levels.has(heading.kind);
+  const first = headings.findIndex(isSplit);
+  const preamble = blocks.slice(0, first === -1 ? blocks.length : first);
   const chapters: ExtractedChapter[] = [];
-  if (front.rest.length > 0) chapters.push({ title, html: toParagraphs(front.rest) });
-  headings.forEach((start, index) => {
-    signal.throwIfAborted();
-    const body = toBlocks(lines.slice(start + 1, headings[index + 1] ?? lines.length));
-    if (body.length > 0) {
-      chapters.push({ title: collapseWhitespace(lines[start]), html: toParagraphs(body) });
+  if (preamble.length > 0) {
+    if (first !== -1 && isTitlePage(preamble)) {
+      warnings.push({
+        kind: "front_matter_dropped",
+        message: `Title page text left out: "${collapseWhitespace(preamble.flat().join(" "))}"`,
+      });
+    } else {
+      chapters.push({ title, html: toParagraphs(preamble) });
     }
-  });
-  return { format: "text", title, author: front.author, chapters };
+  }
+  let index = first === -1 ? blocks.length : first;
+  while (index < blocks.length) {
+    signal.throwIfAborted();
+    const heading = headings[index] as Heading;
+    let next = index + 1;
+    while (next < blocks.length && !isSplit(headings[next])) next += 1;
+    const body = [heading.rest, ...blocks.slice(index + 1, next)].filter((block) =>
+      block.length > 0
+    );
+    if (heading.kind !== "contents" && body.length > 0) {
+      chapters.push({ title: heading.title, html: toParagraphs(body) });
+    }
+    index = next;
+  }
+  if (first === -1 && chapters.length > 0) {
+    warnings.push({
+      kind: "no_headings",
+      message: "No chapter headings found: the book is one chapter",
+    });
+  }
+  return { format: "text", title, author: frame.author ?? front.author, chapters, warnings };
+}
+
+/** The paragraph as a heading, when it is one (by its style, or named by the contents); else `null`. */
+function readHeading(block: Block, entries: ReadonlySet<string>): Heading | null {
+  const found = headingOf(block);
+  if (found !== null) {
+    return {
+      kind: found.kind,
+      title: collapseWhitespace(block.slice(0, found.lineCount).join(" ")),
+      rest: block.slice(found.lineCount),
+    };
+  }
+  // Named by the book's own contents: "AL DUQUE DE BÉJAR," may end as a sentence never would.
+  // A quoted line is speech or a signature ("DRACULA." under a letter), never a heading.
+  if (
+    entries.size > 0 && isShort(block) && !/^["“‘'(]/.test(block[0]) &&
+    entries.has(entryKey(block.join(" ")))
+  ) {
+    return { kind: "listed", title: collapseWhitespace(block.join(" ")), rest: [] };
+  }
+  return null;
+}
+
+/**
+ * The heading kinds that divide this book: chapters when it has any, else titled numerals when it
+ * has two or more; parts, front and back matter, contents entries and the contents heading always.
+ */
+function chooseLevels(headings: (Heading | null)[]): Set<Heading["kind"]> {
+  const count = (kind: HeadingKind): number =>
+    headings.filter((heading) => heading?.kind === kind).length;
+  const levels = new Set<Heading["kind"]>(["part", "matter", "contents", "listed"]);
+  if (count("chapter") > 0) levels.add("chapter");
+  else if (count("numeral") >= 2) levels.add("numeral");
+  return levels;
+}
+
+/**
+ * Take the contents lists out of the paragraphs: single-spaced ones (a paragraph of heading
+ * lines) and runs of title-like paragraphs (see `extractText`).
+ *
+ * @returns the paragraphs left, and the contents entries' keys (see `entryKey`).
+ */
+function findContents(blocks: Block[]): { blocks: Block[]; entries: Set<string> } {
+  const entries = new Set<string>();
+  const kept: Block[] = [];
+  const isEntry = (block: Block): boolean => {
+    if (isContentsList(block)) return true;
+    const heading = headingOf(block);
+    return heading !== null ? heading.lineCount === block.length : isTitleLike(block);
+  };
+  // A contents list with no CONTENTS line over it is looked for only at the front, before the
+  // first paragraph of prose: in the body, runs of short lines are letters' datelines and verse.
+  let front = true;
+  let index = 0;
+  while (index < blocks.length) {
+    if (!isEntry(blocks[index])) {
+      kept.push(blocks[index]);
+      front = false;
+      index += 1;
+      continue;
+    }
+    let end = index;
+    while (end < blocks.length && isEntry(blocks[end])) end += 1;
+    // A heading over a body may carry a few title-like lines (a subtitle, "(Kept in shorthand.)"):
+    // from the last heading in the run on, they belong to that body. Past that many, the run is a
+    // contents list whose last entry is a heading (the Quijote's "Prólogo al lector" entry); its
+    // last paragraph before a body is that body's heading.
+    const last = findLastIndex(blocks, index, end, (block) => {
+      const kind = headingOf(block)?.kind;
+      return kind !== undefined && kind !== "contents";
+    });
+    const runEnd = last !== -1 && end - last <= MAX_HEADING_GROUP
+      ? last
+      : end < blocks.length
+      ? end - 1
+      : end;
+    // With a CONTENTS line, the list starts there (a title page or an epigraph may precede it);
+    // without one, only a front run holding two or more styled headings is a contents list.
+    const line = findLastIndex(blocks, index, runEnd, (block) => isContentsLine(block), true);
+    const from = line !== -1 ? line : index;
+    const run = blocks.slice(from, runEnd);
+    const styled = run.filter((block) => headingOf(block) !== null).length;
+    kept.push(...blocks.slice(index, from));
+    if (
+      line !== -1 ? run.length >= 2 : front && run.length >= MIN_CONTENTS_ENTRIES && styled >= 2
+    ) {
+      // One entry per line of a single-spaced list, else one per paragraph (an entry wraps).
+      const names = run.flatMap((block) => isContentsList(block) ? block : [block.join(" ")]);
+      for (const key of names.map(entryKey)) {
+        // "* * *" and bare numbers name nothing.
+        if (/\p{L}{2}/u.test(key)) entries.add(key);
+      }
+    } else {
+      kept.push(...run);
+    }
+    kept.push(...blocks.slice(runEnd, end));
+    index = end;
+  }
+  return { blocks: kept.filter((block) => !isContentsList(block)), entries };
+}
+
+/** The last (or, with `first`, the first) index in `[from, to)` whose block passes, or -1. */
+function findLastIndex(
+  blocks: Block[],
+  from: number,
+  to: number,
+  test: (block: Block) => boolean,
+  first = false,
+): number {
+  if (first) {
+    for (let index = from; index < to; index += 1) if (test(blocks[index])) return index;
+    return -1;
+  }
+  for (let index = to - 1; index >= from; index -= 1) if (test(blocks[index])) return index;
+  return -1;
+}
+
+/** A paragraph opening with a `CONTENTS` line. */
+function isContentsLine(block: Block): boolean {
+  return classifyLine(block[0]) === "contents";
+}
+
+/** A contents entry reduced to its letters and digits, page number and leader dots left out. */
+function entryKey(text: string): string {
+  return text.toLowerCase().replace(/[.\s]*\d+$/u, "").replace(/[^\p{L}\p{N}]+/gu, "");
+}
+
+/** Up to four short lines, the last ending no sentence: a title, or a contents entry. */
+function isTitleLike(block: Block): boolean {
+  return isShort(block) && !/[.!?…"”’»:;,]$/.test(block[block.length - 1]);
+}
+
+/** Up to four lines, none longer than a heading. */
+function isShort(block: Block): boolean {
+  return block.length <= 4 && block.every((line) => line.length <= MAX_HEADING_CHARS);
+}
+
+/** A paragraph of two or more lines, at least two of them headings: a single-spaced contents list. */
+function isContentsList(block: Block): boolean {
+  if (block.length < 2) return false;
+  const known = contentsLists.get(block);
+  if (known !== undefined) return known;
+  // A list starts with its entries: a paragraph whose first two lines are prose is prose. This
+  // keeps the scan to two lines for almost every paragraph of a book.
+  const listed = (classifyLine(block[0]) !== null || classifyLine(block[1]) !== null) &&
+    countHeadingLines(block) >= 2;
+  contentsLists.set(block, listed);
+  return listed;
+}
+
+/** `classifyHeading` of a paragraph, asked once: the readers below ask it several times each. */
+function headingOf(block: Block): ReturnType<typeof classifyHeading> {
+  if (!headingCache.has(block)) headingCache.set(block, classifyHeading(block));
+  return headingCache.get(block) ?? null;
+}
+
+const headingCache = new WeakMap<Block, ReturnType<typeof classifyHeading>>();
+
+/** `isContentsList` answers, per paragraph: it is asked several times for each. */
+const contentsLists = new WeakMap<Block, boolean>();
+
+/** How many lines of the paragraph are headings; `0` when a line is too long for one. */
+function countHeadingLines(block: Block): number {
+  let headingLines = 0;
+  for (const line of block) {
+    if (line.length > MAX_HEADING_CHARS) return 0;
+    if (classifyLine(line) !== null) headingLines += 1;
+  }
+  return headingLines;
+}
+
+/** Short lines, none ending a sentence, few characters: a title page's subtitle and imprint. */
+function isTitlePage(blocks: Block[]): boolean {
+  const lines = blocks.flat();
+  return lines.join(" ").length <= MAX_TITLE_PAGE_CHARS &&
+    lines.every((line) => line.length <= 60 && !/[.!?…"”’]$/.test(line));
 }
 
 /**
@@ -79,22 +324,26 @@ export function parseByline(line: string): string | null {
   return by === null || /^\p{Ll}/u.test(by[1]) ? null : by[1];
 }
 
-function isChapterHeading(line: string): boolean {
-  const text = line.trim();
-  return text.length <= MAX_HEADING_CHARS && CHAPTER_HEADING.test(text);
-}
-
 interface FrontMatter {
   title: string | null;
   author: string | null;
   /** The preamble's paragraphs left once the title and byline lines are taken out. */
-  rest: string[][];
+  rest: Block[];
 }
 
-function readFrontMatter(blocks: string[][], headings: number[]): FrontMatter {
-  let title: string | null = null;
+/**
+ * Take the title and byline out of the paragraphs before the first heading: `Title:` and `by X` /
+ * `Author:` lines near the top, a first paragraph that repeats the known title (a Gutenberg
+ * header's), else a lone short first line when something follows it.
+ */
+function readFrontMatter(
+  blocks: Block[],
+  hasHeadings: boolean,
+  knownTitle: string | null,
+): FrontMatter {
+  let title = knownTitle;
   let author: string | null = null;
-  const top: string[][] = [];
+  const top: Block[] = [];
   for (const block of blocks.slice(0, FRONT_MATTER_BLOCKS)) {
     const kept: string[] = [];
     for (const line of block) {
@@ -107,22 +356,34 @@ function readFrontMatter(blocks: string[][], headings: number[]): FrontMatter {
     top.push(kept);
   }
   const rest = [...top, ...blocks.slice(FRONT_MATTER_BLOCKS)].filter((block) => block.length > 0);
-  // A lone short first line is the title only when something follows it; a one-line book's only
-  // line is its text.
-  const first = rest[0];
-  if (
+  // "[Illustration]" or "cover" above the title is a picture, not the title.
+  const at = rest.findIndex((block) => !/^(?:\[Illustration|cover$)/i.test(block[0]));
+  const first = rest[at];
+  if (first !== undefined && title !== null && repeatsTitle(first, title)) {
+    rest.splice(at, 1);
+  } else if (
+    // A lone short first line is the title only when something follows it; a one-line book's
+    // only line is its text.
     title === null && first !== undefined && first.length === 1 &&
-    first[0].length <= MAX_HEADING_CHARS && (rest.length > 1 || headings.length > 0)
+    first[0].length <= MAX_HEADING_CHARS && (rest.length > at + 1 || hasHeadings)
   ) {
     title = collapseWhitespace(first[0]);
-    rest.shift();
+    rest.splice(at, 1);
   }
   return { title, author, rest };
 }
 
+/** Whether a paragraph is the book's title set as a title page ("A CHRISTMAS CAROL"). */
+function repeatsTitle(block: Block, title: string): boolean {
+  const letters = (text: string): string => text.toLowerCase().replace(/[^\p{L}\p{N}]+/gu, "");
+  const shown = letters(block.join(" "));
+  const known = letters(title);
+  return shown.length > 0 && (known.startsWith(shown) || shown.startsWith(known));
+}
+
 /** Split lines into paragraphs at blank lines; each paragraph is its trimmed, non-empty lines. */
-function toBlocks(lines: string[]): string[][] {
-  const blocks: string[][] = [];
+function toBlocks(lines: string[]): Block[] {
+  const blocks: Block[] = [];
   let current: string[] = [];
   for (const line of lines) {
     const text = line.trim();
@@ -137,7 +398,7 @@ function toBlocks(lines: string[]): string[][] {
   return blocks;
 }
 
-function toParagraphs(blocks: string[][]): string {
+function toParagraphs(blocks: Block[]): string {
   // Lines stay on their own lines inside the <p>: a browser shows them as one flowing paragraph,
   // and the original line breaks (verse, letters) survive for whoever needs them.
   return blocks.map((block) => `<p>${escapeHtml(block.join("\n"))}</p>`).join("\n");

@@ -138,7 +138,9 @@ Deno.test("extractBook() splits an HTML book whose only h1 is its title at h2", 
   ]);
 });
 
-Deno.test("extractBook() splits an HTML book at h1 and h2 when h1s are chapters", async () => {
+// Issue 10: the level that divides the book is the highest one used twice; a lower heading stays
+// inside its chapter.
+Deno.test("extractBook() splits an HTML book at h1 when h1s are chapters, keeping h2 inside", async () => {
   const book = await extractFrom(
     "acts.htm",
     `<body>
@@ -152,10 +154,9 @@ Deno.test("extractBook() splits an HTML book at h1 and h2 when h1s are chapters"
   assert.equal(book.title, "Act I");
   assert.equal(book.author, null);
   assert.deepEqual(book.chapters, [
-    { title: "Act I", html: "<p>One.</p>" },
-    { title: "Scene 2", html: "<p>Two.</p>" },
+    { title: "Act I", html: "<p>One.</p>\n  <h2>Scene 2</h2><p>Two.</p>" },
     { title: "Act II", html: "<p>Three.</p>" },
-    { title: "Chapter 4", html: "<p>Four.</p>" },
+    { title: "Chapter 3", html: "<p>Four.</p>" },
   ]);
 });
 

@@ -133,14 +133,19 @@ Deno.test("extractBook() reports an empty or whitespace-only file as unreadable"
   });
 });
 
-Deno.test("extractBook() reports invalid UTF-8 in a text format as unreadable", async () => {
+// Issue 10: Latin-1 books were Failed as "not valid UTF-8"; they are decoded, with a warning.
+Deno.test("extractBook() decodes a text book that is not UTF-8 as detected, with a warning", async () => {
   await inTempDir(async (dir) => {
     const path = join(dir, "latin1.txt");
     await Deno.writeFile(path, new Uint8Array([0x43, 0x61, 0x66, 0xe9, 0x0a])); // "Café" in Latin-1
-    await assertUnreadable(
-      extractBook(path, signal()),
-      `Cannot read text file "${path}": the file is not valid UTF-8`,
-    );
+    const book = await extractBook(path, signal());
+    assert.equal(book.chapters[0].html, "<p>Café</p>");
+    assert.deepEqual(book.warnings?.filter((warning) => warning.kind === "encoding_guessed"), [
+      {
+        kind: "encoding_guessed",
+        message: 'encoding guessed as "windows-1252" (no encoding declared)',
+      },
+    ]);
   });
 });
 

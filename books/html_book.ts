@@ -1,0 +1,316 @@
+/**
+ * HTML books: cutting the Project Gutenberg frame out of the tree, reading title and author from
+ * `<title>` ("X, by Y"), `<meta name="author">`, the frame's header or a byline, and splitting
+ * into chapters at the heading level that divides the book. Issue 10: "an HTML book whose
+ * chapters are `<h3>` came out as 2 chapters"; "a 'By Y' heading is the author, not a chapter".
+ *
+ * @module
+ */
+import { DomUtils } from "htmlparser2";
+import { type AnyNode, type ChildNode, type Element, isTag, isText } from "domhandler";
+import {
+  type BookWarning,
+  collapseWhitespace,
+  type ExtractedBook,
+  type ExtractedChapter,
+  fileStem,
+} from "./book.ts";
+import { readGutenbergHeader } from "./gutenberg.ts";
+import { parseHtmlPage, renderChapterHtml } from "./html.ts";
+import { isBlankHtml } from "./sanitize.ts";
+import { parseByline } from "./text.ts";
+import { classifyLine } from "./text_headings.ts";
+
+/** Fewest links into the book that make an element a contents list. */
+const MIN_CONTENTS_LINKS = 3;
+
+const HEADING_LEVELS: Readonly<Record<string, number>> = {
+  h1: 1,
+  h2: 2,
+  h3: 3,
+  h4: 4,
+  h5: 5,
+  h6: 6,
+};
+
+/** A Gutenberg start marker inside a text node (the HTML files put it in a `<p>`, `<pre>`…). */
+const START_TEXT = /\*{1,3}\s*START OF (?:THE |THIS )?PROJECT GUTENBERG/i;
+/** A Gutenberg end marker, or the older "End of the Project Gutenberg EBook of X" line. */
+const END_TEXT =
+  /\*{1,3}\s*END OF (?:THE |THIS )?PROJECT GUTENBERG|End of (?:the )?Project Gutenberg/i;
+
+/**
+ * Read an HTML book into chapters at the heading level that divides it.
+ *
+ * The Gutenberg frame goes first: `#pg-header`, `#pg-footer` and `.pg-boilerplate` elements, and
+ * everything up to a `*** START OF …` marker and from a `*** END OF …` marker. A heading that is
+ * a byline (`By Herman Melville`) gives the author and is left out; so is a lone `h1` before every
+ * other heading (the title heading). The level: the one whose headings most often read as chapter
+ * headings (`Chapter 1`, `I. A SCANDAL…`, `Capítulo I`), when two or more do; else the highest
+ * level used twice or more. Chapters split at that level and every level above it (a `VOLUME I`
+ * `h2` over `h3` chapters opens a part; with nothing under it, it is no chapter). A `Contents`
+ * section is left out, and so is any section with nothing to show. Content before the first split
+ * heading is a chapter titled like the book. Title: the frame header's, else `<title>` (less a
+ * ", by Y" tail), else the first `h1`, else the file stem. Author: `<meta name="author">`, the
+ * frame header's, the `<title>`'s "by Y", else a byline.
+ *
+ * @param source the decoded file text.
+ * @param path the file's path (its stem is the fallback title).
+ * @param signal checked between chapters; aborting throws `signal.reason`.
+ * @returns the book with its `warnings`; `chapters` may be empty, which the caller rejects.
+ */
+export function extractHtml(source: string, path: string, signal: AbortSignal): ExtractedBook {
+  const page = parseHtmlPage(source);
+  const frame = readGutenbergHeader(stripGutenbergFrame(page.body));
+  const titled = splitTitle(page.title);
+  const warnings: BookWarning[] = [];
+
+  let byline: string | null = null;
+  const headings = DomUtils.findAll((element) => element.name in HEADING_LEVELS, page.body)
+    .filter((heading) => {
+      const name = parseByline(headingText(heading));
+      if (name === null) return true;
+      byline ??= name;
+      DomUtils.removeElement(heading);
+      return false;
+    });
+  const h1s = headings.filter((heading) => heading.name === "h1");
+  const lone = h1s.length === 1 && headings[0] === h1s[0] ? h1s[0] : null;
+  const rest = chooseSplit(headings.filter((heading) => heading !== lone));
+  // The lone h1 is the title heading when other headings divide the book; over a book with no
+  // other heading it is the one chapter's title.
+  const titleHeading = rest.size > 0 ? lone : null;
+  const split = rest.size > 0 || lone === null ? rest : new Set([lone]);
+  if (titleHeading !== null) DomUtils.removeElement(titleHeading);
+
+  const title = frame.title ?? titled.title ??
+    ((h1s.length > 0 ? headingText(h1s[0]) : "") || fileStem(path));
+  const sections = splitAtHeadings(page.body, (element) => split.has(element));
+  // Taken out even when <meta> names the author: it is title-page furniture, not a chapter.
+  byline ??= takeByline(sections[0].nodes);
+  const author = page.author ?? frame.author ?? titled.author ?? byline;
+
+  const chapters: ExtractedChapter[] = [];
+  for (const section of sections) {
+    signal.throwIfAborted();
+    const heading = section.heading === null ? title : headingText(section.heading);
+    if (section.heading !== null && classifyLine(heading) === "contents") continue;
+    // Pictures set in the heading (a chapter's head-piece) stay with the chapter.
+    const kept = section.heading !== null && DomUtils.existsOne((node) => node.name === "img", [
+        section.heading,
+      ])
+      ? [section.heading, ...section.nodes]
+      : section.nodes;
+    const html = renderChapterHtml(dropContentsLists(kept));
+    if (isBlankHtml(html)) continue;
+    chapters.push({ title: heading || `Chapter ${chapters.length + 1}`, html });
+  }
+  if (split.size === 0) {
+    warnings.push({ kind: "no_headings", message: "No headings found: the book is one chapter" });
+  }
+  return { format: "html", title, author, chapters, warnings };
+}
+
+/**
+ * The headings to split at: the level whose headings most often read as chapter headings (two or
+ * more), else the highest level used at least twice, else the highest used; with every heading
+ * above that level.
+ */
+function chooseSplit(headings: Element[]): Set<Element> {
+  const chapterLike = new Map<number, number>();
+  const used = new Map<number, number>();
+  for (const heading of headings) {
+    const level = HEADING_LEVELS[heading.name];
+    used.set(level, (used.get(level) ?? 0) + 1);
+    const kind = classifyLine(headingText(heading));
+    if (kind === "chapter" || kind === "numeral") {
+      chapterLike.set(level, (chapterLike.get(level) ?? 0) + 1);
+    }
+  }
+  const levels = [...used.keys()].sort((a, b) => a - b);
+  let chosen = levels.find((level) =>
+    (chapterLike.get(level) ?? 0) >= 2 &&
+    levels.every((other) => (chapterLike.get(other) ?? 0) <= (chapterLike.get(level) ?? 0))
+  );
+  chosen ??= levels.find((level) => (used.get(level) ?? 0) >= 2) ?? levels[0];
+  return new Set(
+    chosen === undefined
+      ? []
+      : headings.filter((heading) => HEADING_LEVELS[heading.name] <= chosen),
+  );
+}
+
+/**
+ * Remove the Project Gutenberg frame from the tree: its marked sections, and everything before the
+ * start marker's element and after the end marker's, at every level up to the body.
+ *
+ * @returns the text of the header that was removed (for its `Title:`/`Author:` lines), or `""`.
+ */
+function stripGutenbergFrame(body: ChildNode[]): string {
+  let header = "";
+  for (
+    const element of DomUtils.findAll((candidate) => {
+      const classes = candidate.attribs.class?.split(/\s+/) ?? [];
+      return candidate.attribs.id === "pg-header" || candidate.attribs.id === "pg-footer" ||
+        classes.includes("pg-boilerplate");
+    }, body)
+  ) {
+    if (element.attribs.id === "pg-header") header += blockText([element]);
+    DomUtils.removeElement(element);
+  }
+  const start = findMarker(body, START_TEXT);
+  if (start !== null) {
+    header += cutSiblings(start, "before");
+    DomUtils.removeElement(start);
+  }
+  const end = findMarker(body, END_TEXT);
+  if (end !== null) {
+    cutSiblings(end, "after");
+    DomUtils.removeElement(end);
+  }
+  return header;
+}
+
+/** The element holding the first text node that matches, or `null`. */
+function findMarker(nodes: ChildNode[], marker: RegExp): Element | null {
+  const [text] = DomUtils.filter((node) => isText(node) && marker.test(node.data), nodes, true, 1);
+  const parent = text?.parent;
+  return parent !== null && parent !== undefined && isTag(parent) ? parent : null;
+}
+
+/** Remove the node's siblings on one side, then its parent's, up to the root; return their text. */
+function cutSiblings(node: AnyNode, side: "before" | "after"): string {
+  let removed = "";
+  let current: AnyNode | null = node;
+  while (current !== null && current.parent !== null) {
+    const siblings: ChildNode[] = current.parent.children;
+    const index = siblings.indexOf(current as ChildNode);
+    const cut = side === "before" ? siblings.slice(0, index) : siblings.slice(index + 1);
+    for (const sibling of cut) {
+      removed += blockText([sibling]);
+      DomUtils.removeElement(sibling);
+    }
+    if (isTag(current.parent) && current.parent.name === "body") break;
+    current = current.parent;
+  }
+  return removed;
+}
+
+/** Elements that end a line of text (the header's `Title:` and `Author:` are in separate ones). */
+const BLOCKS = new Set(["p", "div", "br", "pre", "li", "tr", "section", "h1", "h2", "h3", "h4"]);
+
+/** Text of the nodes with a line break after each block element, for line-based reading. */
+function blockText(nodes: ChildNode[]): string {
+  let text = "";
+  for (const node of nodes) {
+    if (isText(node)) text += node.data;
+    else if (isTag(node)) {
+      text += blockText(node.children);
+      if (BLOCKS.has(node.name)) text += "\n";
+    }
+  }
+  return text;
+}
+
+/**
+ * A `<title>` read for the book's title and author: a Gutenberg one ("The Project Gutenberg eBook
+ * of X, by Y") or "X, by Y".
+ */
+function splitTitle(title: string | null): { title: string | null; author: string | null } {
+  if (title === null) return { title: null, author: null };
+  if (/Project Gutenberg/i.test(title)) return readGutenbergHeader(title);
+  const match = /^(.+?),?\s+by\s+(\p{Lu}.*)$/u.exec(title);
+  return match === null ? { title, author: null } : { title: match[1], author: match[2] };
+}
+
+/**
+ * A heading's text as shown: `<br>` as a space, page numbers (`span.pagenum`) and images left out.
+ */
+function headingText(heading: Element): string {
+  const parts: string[] = [];
+  const alts: string[] = [];
+  const visit = (nodes: ChildNode[]): void => {
+    for (const node of nodes) {
+      if (isText(node)) parts.push(node.data);
+      else if (isTag(node)) {
+        const classes = (node.attribs.class ?? "").split(/\s+/);
+        if (node.name === "br") parts.push(" ");
+        else if (node.name === "img") alts.push(node.attribs.alt ?? "");
+        else if (!classes.includes("pagenum") && !classes.includes("caption")) {
+          visit(node.children);
+        }
+      }
+    }
+  };
+  visit(heading.children);
+  // A heading set as a picture of its words names itself in the picture's alt text.
+  return collapseWhitespace(parts.join("")) || collapseWhitespace(alts.join(" "));
+}
+
+/**
+ * Take contents lists out of a section: elements of three or more links into the book whose
+ * link text is most of their text (a `<p class="toc">`, a list or table of chapter links), and a
+ * paragraph that only says "Contents".
+ */
+function dropContentsLists(nodes: ChildNode[]): ChildNode[] {
+  const isList = (element: Element): boolean => {
+    const links = DomUtils.findAll(
+      (link) => link.name === "a" && (link.attribs.href ?? "").startsWith("#"),
+      element.children,
+    );
+    if (links.length < MIN_CONTENTS_LINKS) return false;
+    const linked = links.reduce((sum, link) => sum + DomUtils.textContent(link).trim().length, 0);
+    return linked >= DomUtils.textContent(element).trim().length * 0.5;
+  };
+  const lists = DomUtils.findAll(
+    (element) =>
+      ["p", "ul", "ol", "table", "div", "nav", "dl"].includes(element.name) &&
+      // A lone "CONTENTS" line over the list, or the innermost element that is the list.
+      (classifyLine(DomUtils.textContent(element)) === "contents" ||
+        (isList(element) &&
+          !DomUtils.existsOne((inner) => inner !== element && isList(inner), element.children))),
+    nodes,
+  );
+  for (const list of lists) DomUtils.removeElement(list);
+  return nodes.filter((node) => !lists.includes(node as Element));
+}
+
+interface Section {
+  /** The heading that opens the section; `null` for what comes before the first one. */
+  heading: Element | null;
+  nodes: ChildNode[];
+}
+
+/**
+ * Cut the nodes into sections at each split heading, in document order. A split heading nested in
+ * a wrapper (`<section>`, `<div>`) splits the wrapper's children; the wrapper itself is dropped,
+ * since its two halves now belong to different chapters.
+ */
+function splitAtHeadings(nodes: ChildNode[], isSplit: (element: Element) => boolean): Section[] {
+  const sections: Section[] = [{ heading: null, nodes: [] }];
+  const visit = (children: ChildNode[]): void => {
+    for (const node of children) {
+      if (isTag(node) && isSplit(node)) {
+        sections.push({ heading: node, nodes: [] });
+      } else if (isTag(node) && DomUtils.existsOne(isSplit, node.children)) {
+        visit(node.children);
+      } else {
+        sections[sections.length - 1].nodes.push(node);
+      }
+    }
+  };
+  visit(nodes);
+  return sections;
+}
+
+/** Take the front matter's first paragraph out when it is a `by X` byline; return the name. */
+function takeByline(nodes: ChildNode[]): string | null {
+  const first = DomUtils.findOne((element) => element.name === "p", nodes);
+  const name = first === null ? null : parseByline(DomUtils.textContent(first));
+  if (first === null || name === null) return null;
+  DomUtils.removeElement(first);
+  // `nodes` is a section's own list: a top-level paragraph must leave it as well as the tree.
+  const index = nodes.indexOf(first);
+  if (index !== -1) nodes.splice(index, 1);
+  return name;
+}

@@ -1,0 +1,120 @@
+/**
+ * What a heading line looks like in a plain-text book, in the styles real books use: `CHAPTER XII.
+ * THE END`, `Chapter One`, `Capítulo primero. Que trata…`, `STAVE I: MARLEY'S GHOST`, `BOOK ONE`,
+ * `PART II`, a bare roman numeral with a title (`I. A SCANDAL IN BOHEMIA`), `PREFACE`, `Epilogue`,
+ * and the `CONTENTS` line over a contents list. Issue 10, "Plain text and HTML: find the chapter
+ * level". The HTML reader uses the same kinds to tell a byline or a contents heading from a
+ * chapter.
+ *
+ * @module
+ */
+
+/** What a heading line opens, from the largest division to the smallest. */
+export type HeadingKind = "part" | "chapter" | "numeral" | "matter" | "contents";
+
+/** Longest line taken for a heading, in characters. */
+export const MAX_HEADING_CHARS = 120;
+
+const ROMAN = "(?=[ivxlcdm])m{0,3}(?:cm|cd|d?c{0,3})(?:xc|xl|l?x{0,3})(?:ix|iv|v?i{0,3})";
+const EN_UNITS = "one|two|three|four|five|six|seven|eight|nine";
+const EN_TEENS = "ten|eleven|twelve|thirteen|fourteen|fifteen|sixteen|seventeen|eighteen|nineteen";
+const EN_TENS = "twenty|thirty|forty|fifty|sixty|seventy|eighty|ninety";
+const EN_ORDINALS = "first|second|third|fourth|fifth|sixth|seventh|eighth|ninth|tenth|" +
+  "eleventh|twelfth|thirteenth|fourteenth|fifteenth|sixteenth|seventeenth|eighteenth|" +
+  "nineteenth|twentieth|last|final";
+const ES_WORDS = "primer[oa]?|segund[oa]|tercer[oa]?|cuart[oa]|quint[oa]|sext[oa]|" +
+  "s[ée]ptim[oa]|octav[oa]|noven[oa]|d[ée]cim[oa]|[úu]nic[oa]|uno|una|dos|tres|cuatro|cinco|" +
+  "seis|siete|ocho|nueve|diez";
+const FR_WORDS = "premi[eè]re?|deuxi[eè]me|seconde?|troisi[eè]me|quatri[eè]me|cinqui[eè]me|" +
+  "un|une|deux|trois|quatre|cinq|six|sept|huit|neuf|dix";
+const DE_WORDS = "erste[sr]?|zweite[sr]?|dritte[sr]?|vierte[sr]?|f[üu]nfte[sr]?|eins|zwei|drei";
+const RU_WORDS = "перв(?:ая|ый|ое)|втор(?:ая|ой|ое)|трет(?:ья|ий|ье)";
+
+/** A chapter or part number: arabic, roman, or a number word in the languages above. */
+const NUMBER = `(?:\\d+|${ROMAN}|(?:${EN_TENS})(?:[- ](?:${EN_UNITS}))?|${EN_TEENS}|` +
+  `${EN_UNITS}|hundred|${EN_ORDINALS}|${ES_WORDS}|${FR_WORDS}|${DE_WORDS}|${RU_WORDS})`;
+
+/** After the number: the end of the line, or a separator before the title. */
+const AFTER_NUMBER = "(?=$|[\\s.:;,\\-\\u2013\\u2014)\\]])";
+
+const CHAPTER_WORDS = "chapter|chap\\.|cap[íi]tulo|cap\\.|chapitre|kapitel|capitolo|" +
+  "hoofdstuk|kapitola|rozdzia[łl]|luku|глава|stave|letter|canto|adventure";
+const PART_WORDS = "book|part|volume|vol\\.|libro|parte|tomo|tome|livre|partie|teil|buch|band|" +
+  "часть|книга|том";
+const MATTER_WORDS = "preface|prologue|epilogue|introduction|foreword|afterword|conclusion|" +
+  "appendix|postscript|prefacio|pr[óo]logo|ep[íi]logo|introducci[óo]n|pr[ée]face|" +
+  "[ée]pilogue|avant-propos|vorwort|nachwort|einleitung|prefazione|предисловие|пролог|эпилог|" +
+  "введение|author's preface|the author's preface";
+const CONTENTS_WORDS = "contents|table of contents|[íi]ndice|table des mati[èe]res|inhalt|" +
+  "inhaltsverzeichnis|содержание|оглавление";
+
+const CHAPTER_LINE = new RegExp(
+  `^(?:(?:${CHAPTER_WORDS})\\s+(?:the\\s+)?${NUMBER}${AFTER_NUMBER}|` +
+    `(?:${NUMBER})\\s+(?:chapter|kapitel|chapitre)\\b)`,
+  "iu",
+);
+const PART_LINE = new RegExp(
+  `^(?:(?:${PART_WORDS})\\s+(?:the\\s+)?${NUMBER}${AFTER_NUMBER}|` +
+    `(?:${EN_ORDINALS}|${ES_WORDS}|${FR_WORDS})\\s+(?:part|book|parte|partie|livre)\\b)`,
+  "iu",
+);
+/** The keyword alone, or over a title after a separator or a linking word ("PREFACE TO …"). */
+const MATTER_LINE = new RegExp(
+  `^(?:${MATTER_WORDS})(?:[.:]?$|\\s*[.:\\-\\u2013\\u2014]\\s*\\S|` +
+    `\\s+(?:to|of|for|by|al|a|del|de|du|zur|zum)\\s)`,
+  "iu",
+);
+const CONTENTS_LINE = new RegExp(`^(?:${CONTENTS_WORDS})[.:]?$`, "iu");
+/** A bare roman numeral and a title, `I. A SCANDAL IN BOHEMIA`; or the numeral alone (`II.`). */
+const NUMERAL_LINE = new RegExp(`^${ROMAN}\\.(?:\\s+(\\S.*))?$`, "i");
+
+/**
+ * The kind of heading a line is, on its own.
+ *
+ * A bare numeral (`II.`) is a `numeral` only with a title after it (on the line or, see
+ * `classifyHeading`, the next): alone it numbers a story's sections. `matter` (preface, epilogue)
+ * is the keyword alone or with a short title after a separator, not a sentence starting with it.
+ *
+ * @param line one line of text; leading and trailing space ignored.
+ * @returns the kind, or `null` when the line is not a heading.
+ */
+export function classifyLine(line: string): HeadingKind | null {
+  const text = line.trim().replace(/\s+/g, " ");
+  if (text === "" || text.length > MAX_HEADING_CHARS) return null;
+  if (CONTENTS_LINE.test(text)) return "contents";
+  if (CHAPTER_LINE.test(text)) return "chapter";
+  if (PART_LINE.test(text)) return "part";
+  if (MATTER_LINE.test(text) && text.length <= 60 && !/[,;]$/.test(text)) return "matter";
+  const numeral = NUMERAL_LINE.exec(text);
+  // A title starts with a capital (or a quote, or a digit): "I. me" is prose.
+  if (numeral?.[1] !== undefined && /^[\p{Lu}\p{N}"'“‘¿¡]/u.test(numeral[1])) return "numeral";
+  return null;
+}
+
+/**
+ * The kind of heading a paragraph is, with its lines: a heading line alone, or one whose title
+ * wraps onto the next lines (`CHAPTER 1. A long title that` / `wraps onto a second line.`) or
+ * stands on the next line (`I.` / `THE EVE OF THE WAR.`, `CHAPTER I.` / `Down the Rabbit-Hole`).
+ *
+ * @param lines the paragraph's trimmed lines.
+ * @returns the kind and how many of the lines are the heading (the rest is body), or `null`.
+ */
+export function classifyHeading(
+  lines: readonly string[],
+): { kind: HeadingKind; lineCount: number } | null {
+  const first = lines[0];
+  if (first === undefined) return null;
+  let kind = classifyLine(first);
+  // "II." alone over a title line is a numbered chapter with its title beneath.
+  if (kind === null && lines.length >= 2 && NUMERAL_LINE.test(first.trim())) {
+    kind = classifyLine(`${first.trim()} ${lines[1]}`) === "numeral" ? "numeral" : null;
+  }
+  if (kind === null) return null;
+  if (kind === "contents") return { kind, lineCount: 1 };
+  // A short paragraph is the heading entire: its title wraps. A long one is a heading line over
+  // a body that starts without a blank line between them.
+  const joined = lines.join(" ");
+  const wraps = lines.length <= 4 && joined.length <= 2 * MAX_HEADING_CHARS + 60 &&
+    lines.slice(1).every((line) => classifyLine(line) === null);
+  return { kind, lineCount: wraps ? lines.length : 1 };
+}
