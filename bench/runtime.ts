@@ -40,8 +40,8 @@ export const SERVER_SETTINGS: Readonly<Record<string, string>> = {
 };
 
 const NOOP_JOBS = 2000;
-const INGESTION_JOBS = 2000;
-const LATENCY_JOBS = 200;
+const INGESTION_JOBS = 500;
+const LATENCY_JOBS = 100;
 const IDLE_MS = 5000;
 const OBSERVER = "bench_observer";
 const BOOK = "Bench Book\nby Bench\n\nCHAPTER I\n\nOne.\n\nCHAPTER II\n\nTwo.\n";
@@ -66,6 +66,11 @@ interface Row {
   value: string;
   target: string;
   pass: boolean | null;
+}
+
+/** A progress line on stderr, so a slow phase on a loaded machine is visible. */
+function progress(what: string): void {
+  console.error(`bench runtime: ${what} (${new Date().toISOString().slice(11, 19)})`);
 }
 
 function percentile(sorted: number[], p: number): number {
@@ -114,7 +119,7 @@ class Observer {
     await this.close();
     const once = connect(this.url, { schema: this.schema, applicationName: "bench", max: 1 });
     try {
-      await once`select pg_stat_statements_reset()`;
+      await once`select public.pg_stat_statements_reset()`;
       const counters = await read(once);
       this.commits = 2; // the reset and the reading
       return counters;
@@ -141,11 +146,11 @@ class Observer {
       await sleep(200);
       const to = await read(once);
       const [{ n }] = await once<{ n: number }[]>`
-        select coalesce(sum(calls), 0)::int as n from pg_stat_statements
+        select coalesce(sum(calls), 0)::int as n from public.pg_stat_statements
         where toplevel and userid = (select oid from pg_roles where rolname = ${workerRole})`;
       const top = await once<{ calls: number; query: string }[]>`
         select calls::int, regexp_replace(query, '\\s+', ' ', 'g') as query
-        from pg_stat_statements
+        from public.pg_stat_statements
         where toplevel and userid = (select oid from pg_roles where rolname = ${workerRole})
         order by calls desc limit 10`;
       return {
@@ -236,6 +241,7 @@ async function benchNoop(url: string, obs: Observer, workerRole: string) {
   await obs.query((sql) =>
     sql`insert into bench_noop_jobs (status) select 'Queued' from generate_series(1, ${NOOP_JOBS})`
   );
+  progress(`no-op drain of ${NOOP_JOBS} jobs`);
   const from = await obs.before();
   const worker = await startNoopWorker(url, obs.schema);
   let completed = 0;
@@ -257,6 +263,7 @@ async function benchNoop(url: string, obs: Observer, workerRole: string) {
   const jobsPerS = NOOP_JOBS / (Number(ms) / 1000);
 
   // Wake latency: one job at a time, commit of its INSERT (track_commit_timestamp) → its claim.
+  progress(`no-op wake latency, ${LATENCY_JOBS} jobs one at a time`);
   await obs.query((sql) => sql`truncate bench_noop_jobs`);
   const latencyWorker = await startNoopWorker(url, obs.schema);
   const listening = Promise.withResolvers<void>();
@@ -284,6 +291,7 @@ async function benchNoop(url: string, obs: Observer, workerRole: string) {
 }
 
 async function benchIngestion(url: string, obs: Observer, workerRole: string) {
+  progress(`ingestion: main.ts idle ${IDLE_MS / 1000} s, ${INGESTION_JOBS} jobs, idle again`);
   const storage = await Deno.makeTempDir({ prefix: "textstack-bench-rt-" });
   await Deno.writeTextFile(`${storage}/book.txt`, BOOK);
   const worker = new Deno.Command(Deno.execPath(), {
