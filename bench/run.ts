@@ -6,7 +6,7 @@
  * - the worker's resident memory (VmRSS) after the burst;
  * - EPUB extraction (issue 10): synthetic big EPUBs (generated here, `tests/_epub.ts`) — 2,014
  *   chapters in ~10 MB, and a ~1 MB MathML textbook — extracted in this process (MB/s of wall
- *   and of CPU time), then ingested by the worker (MB/s claim → completion, its peak RSS, VmHWM).
+ *   and of CPU time), then ingested by the worker (MB/s claim → completion, its peak RSS, VmHWM);
  * - then the runtime section (bench/runtime.ts, issue 11): statements, commits and WAL syncs per
  *   job, wake latency, drain throughput and RSS beside the issue's targets.
  *
