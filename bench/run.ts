@@ -6,9 +6,12 @@
  * - the worker's resident memory (VmRSS) after the burst;
  * - EPUB extraction (issue 10): synthetic big EPUBs (generated here, `tests/_epub.ts`) — 2,014
  *   chapters in ~10 MB, and a ~1 MB MathML textbook — extracted in this process (MB/s of wall
- *   and of CPU time), then ingested by the worker (MB/s claim → completion, its peak RSS, VmHWM).
+ *   and of CPU time), then ingested by the worker (MB/s claim → completion, its peak RSS, VmHWM);
+ * - then the runtime section (bench/runtime.ts, issue 11): statements, commits and WAL syncs per
+ *   job, wake latency, drain throughput and RSS beside the issue's targets.
  *
- * Uses `DATABASE_URL` when set, else a throwaway embedded PostgreSQL.
+ * Uses `DATABASE_URL` when set, else a throwaway embedded PostgreSQL started with the runtime
+ * section's settings (`pg_stat_statements` preloaded).
  *
  * @module
  */
@@ -16,6 +19,7 @@ import { connect } from "../lib/db.ts";
 import { startEmbedded } from "../lib/embedded.ts";
 import { createLogger } from "../lib/log.ts";
 import { migrate, readMigrations } from "../lib/migrate.ts";
+import { runtimeBench, SERVER_SETTINGS } from "./runtime.ts";
 import { closeExtractor, extractBook } from "../books/extract.ts";
 import { bigEpub } from "../tests/_epub.ts";
 
@@ -38,7 +42,12 @@ let url = Deno.env.get("DATABASE_URL");
 let stopEmbedded = (): Promise<void> => Promise.resolve();
 if (!url) {
   const port = freePort();
-  const pg = await startEmbedded({ dir: `.data/bench-pg-${port}`, port, persistent: false });
+  const pg = await startEmbedded({
+    dir: `.data/bench-pg-${port}`,
+    port,
+    persistent: false,
+    settings: SERVER_SETTINGS,
+  });
   url = pg.url;
   stopEmbedded = pg.stop;
 }
@@ -139,6 +148,7 @@ async function benchEpubs(pid: number): Promise<string[]> {
   return lines;
 }
 
+let sectionsDone = false;
 try {
   await until("the consumer's lock", async () => {
     const rows = await sql`
@@ -190,11 +200,20 @@ try {
   );
   console.log(`worker RSS after the burst: ${fmt(rssKb / 1024)} MiB`);
   for (const line of epubLines) console.log(line);
+  sectionsDone = true;
 } finally {
   worker.kill("SIGTERM");
   await worker.status;
   await sql`drop schema if exists ${sql(schema)} cascade`;
   await sql.end();
-  await stopEmbedded();
+  if (!sectionsDone) await stopEmbedded();
   await Deno.remove(storage, { recursive: true });
+}
+
+// After the sections above closed their pool: the runtime section counts by the worker's role,
+// and waits until no session of that role is left before each reading.
+try {
+  await runtimeBench(url);
+} finally {
+  await stopEmbedded();
 }

@@ -56,6 +56,12 @@ export interface EmbeddedOptions {
   persistent: boolean;
   /** Receives one line per decision: reuse, stale lock file removed, server left running. */
   onLog?: (line: string) => void;
+  /**
+   * Extra server settings, passed as `-c name=value` at start (e.g. `shared_preload_libraries`
+   * for `deno task bench`, issue 11). Names and values must not contain spaces or quotes. A
+   * server already running in `dir` is reused as it is, without them.
+   */
+  settings?: Readonly<Record<string, string>>;
 }
 
 const USER = "postgres";
@@ -295,11 +301,14 @@ async function start(
   port: number,
   log: string,
   owner: Owner | undefined,
+  settings: Readonly<Record<string, string>>,
 ): Promise<void> {
   await Deno.writeFile(log, new Uint8Array(), { append: true });
   if (owner) await Deno.chown(log, owner.uid, owner.gid); // pg_ctl opens it as the postgres user
   const from = (await Deno.stat(log)).size;
-  const serverOptions = `-p ${port} -c listen_addresses=127.0.0.1 -c unix_socket_directories=''`;
+  const extra = Object.entries(settings).map(([name, value]) => ` -c ${name}=${value}`).join("");
+  const serverOptions =
+    `-p ${port} -c listen_addresses=127.0.0.1 -c unix_socket_directories=''${extra}`;
   const args = ["start", "-w", "-t", String(START_TIMEOUT_S), "-D", dir, "-l", log];
   const result = await run(pgCtl, [...args, "-o", serverOptions], owner);
   if (result.code !== 0) {
@@ -352,7 +361,7 @@ export async function startEmbedded(options: EmbeddedOptions): Promise<EmbeddedS
       port = running;
     } else {
       await initialise(dir, owner);
-      await start(pgCtl, dir, options.port, log, owner);
+      await start(pgCtl, dir, options.port, log, owner, options.settings ?? {});
       port = options.port;
     }
   } catch (err) {
