@@ -74,6 +74,11 @@ export function recover(_ctx: NoopContext, _signal: AbortSignal): Promise<void> 
   return Promise.resolve();
 }
 
+/** Nothing is orphaned: the bench's table is new and only this consumer claims from it. */
+export function recoverOrphans(_ctx: NoopContext, _signal: AbortSignal): Promise<void> {
+  return Promise.resolve();
+}
+
 /**
  * Claim the oldest `Queued` job: the scalar `id = (select … for update skip locked limit 1)`
  * (STYLE.md §3), counting the attempt and stamping this boot's id. `claimed_at` is
