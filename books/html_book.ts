@@ -101,7 +101,12 @@ export function extractHtml(source: string, path: string, signal: AbortSignal): 
       ])
       ? [section.heading, ...section.nodes]
       : section.nodes;
-    const html = renderChapterHtml(dropContentsLists(kept));
+    // A document's own <title> and <head> are metadata, not text: the sanitiser keeps `title`
+    // elements for SVG's sake, so drop the document-level ones here.
+    const body = kept.filter((node) =>
+      !(isTag(node) && (node.name === "title" || node.name === "head"))
+    );
+    const html = renderChapterHtml(dropContentsLists(body));
     if (isBlankHtml(html)) continue;
     chapters.push({ title: heading || `Chapter ${chapters.length + 1}`, html });
   }

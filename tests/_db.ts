@@ -119,14 +119,26 @@ export async function within<T>(
  * `Deno.test` with a fresh migrated schema for the test, dropped afterwards.
  *
  * @param name the test's name: the symbol and its behaviour.
+ * @param options `knownFailure`: why the test is skipped for now (it then runs as ignored).
  */
-export function dbTest(name: string, fn: (db: TestDb) => Promise<void>): void {
-  Deno.test(name, async () => {
-    const db = await createTestDb("t");
-    try {
-      await fn(db);
-    } finally {
-      await db.close();
-    }
+export function dbTest(
+  name: string,
+  fn: (db: TestDb) => Promise<void>,
+  options: { knownFailure?: string } = {},
+): void {
+  // A known failure is reported as ignored (never as passed), with the reason in its name, so
+  // it stays visible in every run until it is fixed.
+  const label = options.knownFailure ? `${name} [KNOWN FAILURE: ${options.knownFailure}]` : name;
+  Deno.test({
+    name: label,
+    ignore: options.knownFailure !== undefined,
+    fn: async () => {
+      const db = await createTestDb("t");
+      try {
+        await fn(db);
+      } finally {
+        await db.close();
+      }
+    },
   });
 }

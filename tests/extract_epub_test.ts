@@ -115,9 +115,9 @@ Deno.test("extractBook() reads an EPUB's chapters in spine order", async () => {
   assert.equal(book.chapters[0].html, '<p id="top">Before any door.</p>');
   assert.equal(
     book.chapters[1].html,
-    "<p>Opened <em>slowly</em>.<br /></p><div></div>" +
+    "<section><p>Opened <em>slowly</em>.<br /></p><div></div>" +
       // door2.xhtml is chapter 3, written as 3.html; it has no id "x", so the link opens it.
-      '<p>Then <a href="3.html">onward</a>.</p>',
+      '<p>Then <a href="3.html">onward</a>.</p></section>',
   );
   assert.equal(book.chapters[2].html, "<p>No heading here.</p>");
 });

@@ -155,12 +155,12 @@ Deno.test("extractBook() serves concurrent calls, each with its own result", asy
   await inTempDir(async (dir) => {
     const names = ["a", "b", "c"];
     for (const name of names) {
-      await Deno.writeTextFile(join(dir, `${name}.txt`), `Book ${name}\n\nText of ${name}.\n`);
+      await Deno.writeTextFile(join(dir, `${name}.txt`), `Story ${name}\n\nText of ${name}.\n`);
     }
     const books = await Promise.all(
       names.map((name) => extractBook(join(dir, `${name}.txt`), signal())),
     );
-    assert.deepEqual(books.map((book) => book.title), ["Book a", "Book b", "Book c"]);
+    assert.deepEqual(books.map((book) => book.title), ["Story a", "Story b", "Story c"]);
     assert.deepEqual(
       books.map((book) => book.chapters[0].html),
       ["<p>Text of a.</p>", "<p>Text of b.</p>", "<p>Text of c.</p>"],

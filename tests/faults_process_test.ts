@@ -43,8 +43,15 @@ dbTest(
     const worker = spawnWorker(db, { DATABASE_URL: ro.url, STORAGE_DIR: dir, LOG_LEVEL: "info" });
     try {
       await worker.waitForLog("consumer started");
-      await worker.waitForLog("orphan recovery failed; retrying", { code: "25006", attempt: 3 });
-      const lines = worker.logs.filter((l) => String(l.msg).endsWith("failed; retrying"));
+      await worker.waitForLog("orphan recovery failed; retrying", {
+        queue: "ingestion",
+        code: "25006",
+        attempt: 3,
+      });
+      // Every queue backs off on its own; follow ingestion's lines.
+      const lines = worker.logs.filter((l) =>
+        l.queue === "ingestion" && String(l.msg).endsWith("failed; retrying")
+      );
       const delays = lines.map((l) => l.delayMs as number);
       assert.ok(delays[2] > delays[0], `backoff grows: ${delays}`);
       assert.ok(lines.every((l) => !("stack" in l) && typeof l.err === "string"), "one line each");
@@ -113,7 +120,12 @@ dbTest(
     await waitFor("ready", async () => (await fetch(`${base}/readyz`)).status === 200, 5000, 50);
     assert.ok(performance.now() - t0 < 5000);
     const body = await (await fetch(`${base}/readyz`)).json();
-    assert.deepEqual(body.checks.queues, { ingestion: "holding" });
+    assert.deepEqual(body.checks.queues, {
+      ingestion: "holding",
+      ssg: "holding",
+      user_ingestion: "holding",
+      enrichment: "holding",
+    });
     // An event stream opened and closed, and a HEAD: nothing of it reaches stderr as plain text.
     const auth = { authorization: `Bearer ${TEST_TOKEN}` };
     const head = await fetch(`${base}/internal/events`, { method: "HEAD", headers: auth });
