@@ -152,6 +152,9 @@ function pause(ms: number, signal: AbortSignal): Promise<void> {
 }
 
 // `promise`, or a rejection with a connection-class error once `ms` pass (the promise runs on).
+/** How long (ms) one give-back try may wait for an answer before another try is sent. */
+const GIVE_BACK_TRY_MS = 1000;
+
 function withDeadline<T>(promise: Promise<T>, ms: number): Promise<T> {
   let timer: ReturnType<typeof setTimeout> | undefined;
   const late = new Promise<never>((_, reject) => {
@@ -407,7 +410,12 @@ export class Consumer<J extends ClaimedJob, C extends QueueContext> {
       else signal.addEventListener("abort", arm, { once: true });
     });
     try {
-      if ((await Promise.race([current.done, ignored])) === "ignored") {
+      const ended = await Promise.race([current.done, ignored]);
+      if (ended === "ignored" && current.givenBack) {
+        // The run did stop: its give-back is what takes long (the database is away). It is
+        // bounded by the shutdown budget; wait for it rather than call the run stuck.
+        await current.done;
+      } else if (ended === "ignored") {
         this.#log.error(
           { id: job.id, graceMs: grace },
           "job ignored its abort signal; settling it",
@@ -439,24 +447,38 @@ export class Consumer<J extends ClaimedJob, C extends QueueContext> {
   }
 
   // Give the claim back; a database that refuses is retried with backoff until the shutdown
-  // deadline (issue 9, item 2). Outside a shutdown (lost lock) one try: the next lock acquisition
-  // gives this boot's rows back anyway.
+  // deadline (issue 9, item 2). Outside a shutdown (lost lock) the budget is 5 s: the next lock
+  // acquisition gives this boot's rows back anyway.
+  //
+  // Each try waits at most GIVE_BACK_TRY_MS: a query queued behind a connection the server
+  // silently dropped (a proxy that accepts and closes) never answers on its own, and must not eat
+  // the whole budget. A try that did not answer is kept, not cancelled: it runs once the database
+  // is back, and whichever try answers first settles the give-back (the write is fenced, so a
+  // later one matches no row and changes nothing).
   async #giveBack(current: InFlight<J>): Promise<void> {
     if (current.givenBack) return;
     current.givenBack = true;
     const { queue, ctx } = this.#o;
     const id = current.job.id;
+    const deadline = this.#deadline ?? performance.now() + 5000;
+    type Outcome = { wrote: boolean } | { err: unknown };
+    const waiting = new Set<Promise<Outcome>>();
+    let faults = 0;
     for (let n = 1;; n++) {
-      try {
-        // Each try is bounded by what is left of the deadline: a socket the server never answers
-        // must not eat the budget of the next try.
-        const left = Math.max(
-          250,
-          (this.#deadline ?? performance.now() + 5000) - performance.now(),
-        );
-        if (await withDeadline(queue.giveBack(ctx, current.job), left)) {
-          this.#log.info({ id }, "job given back");
-        } else {
+      const attempt: Promise<Outcome> = queue.giveBack(ctx, current.job).then(
+        (wrote) => ({ wrote }),
+        (err) => ({ err }),
+      );
+      waiting.add(attempt);
+      attempt.then(() => waiting.delete(attempt));
+      const left = Math.max(50, deadline - performance.now());
+      const outcome = await withDeadline(
+        Promise.race(waiting),
+        Math.min(left, GIVE_BACK_TRY_MS),
+      ).catch((err: unknown) => ({ err, unanswered: true }));
+      if ("wrote" in outcome) {
+        if (outcome.wrote) this.#log.info({ id, attempt: n }, "job given back");
+        else {
           this.#log.warn(
             { id },
             "give-back matched no row: the job already settled or its claim was lost",
@@ -465,24 +487,23 @@ export class Consumer<J extends ClaimedJob, C extends QueueContext> {
         this.#unsettled.delete(id);
         current.settled = true;
         return;
-      } catch (err) {
-        this.#unsettled.set(id, current);
-        const delayMs = faultDelayMs(n, 1000);
-        const left = (this.#deadline ?? 0) - performance.now() - 50;
-        if (!dbFault(err) || left < Math.min(delayMs, 50)) {
-          this.#log.error(
-            { id, err: describe(err), attempt: n },
-            "give-back failed; the job stays in flight",
-          );
-          return;
-        }
-        this.#log.warn(
-          { id, err: describe(err), attempt: n, delayMs },
-          "give-back failed; retrying",
-        );
-        if (dbFault(err)?.recycle && this.#o.recycle) await this.#o.recycle();
-        await sleep(Math.min(delayMs, left));
       }
+      this.#unsettled.set(id, current);
+      const delayMs = "unanswered" in outcome ? 0 : faultDelayMs(++faults, 1000);
+      const remaining = deadline - performance.now() - 50;
+      if (!dbFault(outcome.err) || remaining < Math.max(delayMs, 50)) {
+        this.#log.error(
+          { id, err: describe(outcome.err), attempt: n },
+          "give-back failed; the job stays in flight",
+        );
+        return;
+      }
+      this.#log.warn(
+        { id, err: describe(outcome.err), attempt: n, delayMs },
+        "give-back failed; retrying",
+      );
+      if (dbFault(outcome.err)?.recycle && this.#o.recycle && delayMs > 0) await this.#o.recycle();
+      if (delayMs > 0) await sleep(Math.min(delayMs, remaining));
     }
   }
 }
