@@ -19,9 +19,13 @@
  * A run past `--timeout` is killed with its whole process group and counts as killed, printed as
  * `timeout`: a hang means a test wait without a deadline, which is a defect to fix.
  *
- * Usage: `deno task mutants [--filter <id substring>]… [--concurrency 2] [--timeout 300] [--list]`
- * (`--filter` may repeat: a mutation matching any runs; `--timeout` in seconds; `--list` prints
- * each mutation's file and test files and runs nothing).
+ * A mutation with `catches` (the test that caught it last time) runs that one test first; only if
+ * it passes are the named files run whole, so the verdict is the same and the run is shorter.
+ *
+ * Usage: `deno task mutants [--filter <id substring>]… [--concurrency 2] [--timeout 300] [--list]
+ * [--record]` (`--filter` may repeat: a mutation matching any runs; `--timeout` in seconds per
+ * test run; `--list` prints each mutation's file and test files and runs nothing; `--record`
+ * writes each killed mutation's catching test back into its `mutants/<area>.json` as `catches`).
  *
  * @module
  */
@@ -48,6 +52,11 @@ export const Mutation = z.strictObject({
   source: z.string().min(1),
   /** Repository-relative test files, at least one of which must fail. */
   tests: z.array(z.string().min(1)).min(1),
+  /**
+   * Name of the test that caught it on a recorded run (`--record`): run first and alone; only
+   * when it passes are the whole `tests` files run. A shortcut, never a weaker check.
+   */
+  catches: z.string().min(1).optional(),
 });
 /** A parsed mutation. */
 export type Mutation = z.infer<typeof Mutation>;
@@ -60,6 +69,8 @@ interface Result {
   ms: number;
   /** The catching test, or why the row has none. */
   detail: string;
+  /** The name of the first failing test, when one failed. */
+  catcher?: string;
 }
 
 const root = dirname(dirname(fileURLToPath(import.meta.url)));
@@ -72,6 +83,7 @@ const { values: flags } = parseArgs({
     concurrency: { type: "string", default: "2" },
     timeout: { type: "string", default: "300" },
     list: { type: "boolean", default: false },
+    record: { type: "boolean", default: false },
   },
 });
 const concurrency = Number(flags.concurrency);
@@ -146,6 +158,7 @@ await Promise.all(
   }),
 );
 await stopDb();
+if (flags.record) await recordCatchers(results);
 
 const killed = results.filter((r) => r.outcome === "killed" || r.outcome === "timeout").length;
 const timeouts = results.filter((r) => r.outcome === "timeout").length;
@@ -241,24 +254,36 @@ async function runMutation(m: Mutation): Promise<Result> {
     }
     await Deno.symlink(join(root, "node_modules"), join(dir, "node_modules"));
     await Deno.writeTextFile(join(dir, m.file), source.replace(m.find, () => m.replace));
+    if (m.catches) {
+      const quick = await runTests(dir, m.tests, m.catches);
+      if (!quick.success && !quick.timedOut) {
+        await Deno.writeTextFile(join(logDir, `${m.id}.log`), quick.output);
+        return { ...done("killed", firstFailure(quick.output)), catcher: failedTest(quick.output) };
+      }
+    }
     const { output, timedOut, success } = await runTests(dir, m.tests);
     await Deno.writeTextFile(join(logDir, `${m.id}.log`), output);
     if (timedOut) return done("timeout", `no verdict in ${timeoutS} s; ${firstFailure(output)}`);
     if (success) return done("survived", "every named test passed");
-    return done("killed", firstFailure(output));
+    return { ...done("killed", firstFailure(output)), catcher: failedTest(output) };
   } finally {
     await Deno.remove(dir, { recursive: true }).catch(() => {});
     scratchDirs.delete(dir);
   }
 }
 
-/** Run the test files in `dir`, in a process group of their own so a timeout kills it whole. */
+/**
+ * Run the test files in `dir` (only the tests whose name contains `filter`, when given), in a
+ * process group of their own so a timeout kills it whole.
+ */
 async function runTests(
   dir: string,
   tests: string[],
+  filter?: string,
 ): Promise<{ output: string; timedOut: boolean; success: boolean }> {
+  const only = filter === undefined ? [] : ["--filter", filter];
   const child = new Deno.Command(Deno.execPath(), {
-    args: ["test", "-A", "--no-check", "--fail-fast", ...tests],
+    args: ["test", "-A", "--no-check", "--fail-fast", ...only, ...tests],
     cwd: dir,
     env,
     stdin: "null",
@@ -304,6 +329,32 @@ function firstFailure(output: string): string {
   const why = error ? error[1].trim().slice(0, 160) : "";
   if (failed) return why ? `${failed[1]} — ${why}` : failed[1];
   return why ? `(no test failed: ${why})` : "(no test reported as failed)";
+}
+
+/** The name of the first test `deno test` reported as FAILED, if any. */
+function failedTest(output: string): string | undefined {
+  return /^\s*(.+?) \.\.\. FAILED\b/m.exec(output)?.[1];
+}
+
+/** `--record`: write each killed mutation's catching test into its file as `catches`. */
+async function recordCatchers(results: Result[]): Promise<void> {
+  const catchers = new Map(
+    results.filter((r) => r.outcome === "killed" && r.catcher).map((r) => [
+      r.mutation.id,
+      r.catcher!,
+    ]),
+  );
+  for (const entry of Deno.readDirSync(join(root, "mutants"))) {
+    if (!entry.isFile || !entry.name.endsWith(".json")) continue;
+    const path = join(root, "mutants", entry.name);
+    const list = JSON.parse(await Deno.readTextFile(path)) as Mutation[];
+    let changed = false;
+    for (const m of list) {
+      const name = catchers.get(m.id);
+      if (name && m.catches !== name) (m.catches = name, changed = true);
+    }
+    if (changed) await Deno.writeTextFile(path, `${JSON.stringify(list, null, 2)}\n`);
+  }
 }
 
 function printRow(r: Result): void {
