@@ -23,6 +23,10 @@ import { Listener } from "./lib/listener.ts";
 import { QueueLock } from "./lib/lock.ts";
 import { type ClaimedJob, Consumer, type Queue, type QueueContext } from "./lib/consumer.ts";
 import { createApi, loadOrCreateToken } from "./lib/api.ts";
+import { StatsCache } from "./lib/stats_cache.ts";
+import { createMetrics, metricsRoutes } from "./lib/metrics.ts";
+import { adminRoutes } from "./lib/admin.tsx";
+import type { QueueView } from "./lib/queue_view.ts";
 import * as ingestion from "./queues/ingestion.ts";
 import { ingestionRoutes } from "./queues/ingestion_routes.ts";
 import * as userIngestion from "./queues/user_ingestion.ts";
@@ -39,10 +43,28 @@ import { seoRoutes } from "./queues/seo_backfill_routes.ts";
 import { BoundedChannel } from "./lib/channel.ts";
 import { Drain } from "./lib/drain.ts";
 import { editionUrl, ping } from "./indexnow/ping.ts";
+import { ingestionView } from "./queues/ingestion_view.ts";
+import { userIngestionView } from "./queues/user_ingestion_view.ts";
+import { enrichmentView } from "./queues/enrichment_view.ts";
+import { ssgView } from "./queues/ssg_view.ts";
+import { autoPublishView } from "./queues/auto_publish_view.ts";
+import { seoView } from "./queues/seo_backfill_view.ts";
 
 const env = Deno.env.toObject();
 /** Every queue this process consumes; adding one is one line here and one `serve()` below. */
 const QUEUES = [ingestion, ssg, userIngestion, enrichment] as const;
+/**
+ * Every queue's admin view, for /admin and /metrics (lib/queue_view.ts): the four consumed here
+ * and the two host-polled ones; one line per queue.
+ */
+const VIEWS: QueueView[] = [
+  ingestionView,
+  userIngestionView,
+  enrichmentView,
+  ssgView,
+  autoPublishView,
+  seoView,
+];
 let config, maxUploadBytes, enrichmentRemote, autoPublishSettings, seoSettings;
 try {
   config = parseConfig(env);
@@ -154,7 +176,7 @@ const listener = new Listener({
 });
 lifecycle.onStop("db", "listener", () => listener.close());
 const consumers: [string, { readonly state: string }][] = [];
-const locks: QueueLock[] = [];
+const locks = new Map<string, QueueLock>();
 
 /**
  * Serve one queue: its wake, lock, consumer and NOTIFY channel, with its own settings.
@@ -170,7 +192,7 @@ async function serve<J extends ClaimedJob, C extends QueueContext, S extends num
   const ctx = context(settings);
   const wake = new Wake(queue.name);
   const lock = new QueueLock({ url: url!, schema, queue: queue.name, log });
-  locks.push(lock);
+  locks.set(queue.name, lock);
   const consumer = new Consumer({
     queue,
     ctx,
@@ -209,6 +231,8 @@ const ssgCtx = await serve(ssg, () => ({
 // hosted drain (ADR-052). Drop-oldest: a ping is worth less than the request path's latency.
 const indexNow = autoPublishSettings.indexNow;
 let announce = (_editionId: string) => {};
+// Bounded channels other than the event hub's, by name: their drops are a metric (ADR-052).
+let channelDrops = (): Record<string, number> => ({});
 if (indexNow) {
   const pings = new BoundedChannel<string>({
     capacity: 256,
@@ -229,6 +253,7 @@ if (indexNow) {
     await drain.stop(Math.max(0, deadline - performance.now()));
   });
   announce = (editionId) => void pings.tryWrite(editionId);
+  channelDrops = () => ({ indexnow: pings.stats().dropped });
 } else {
   log.info("INDEXNOW_URL unset: auto-publish will not ping IndexNow");
 }
@@ -247,6 +272,24 @@ const enrichmentCtx = await serve(enrichment, (s) => ({
 const token = config.internalApiToken ??
   await loadOrCreateToken(config.dataDir, log)
     .catch((err) => fatal(`Cannot create the INTERNAL_API_TOKEN file in "${config.dataDir}"`, err));
+// Counts for /metrics and /admin, refreshed in the background (never per request or scrape).
+const cache = new StatsCache({
+  sql,
+  schema,
+  views: VIEWS,
+  log,
+  intervalMs: config.statsIntervalMs,
+});
+const metricsToken = config.metricsToken ?? token;
+const { registry } = createMetrics({
+  views: VIEWS,
+  cache,
+  events,
+  lockHeld: (queue) => locks.get(queue)?.held ?? false,
+  channelDrops: () => ({ events: events.droppedTotal, ...channelDrops() }),
+  poolMax: { pool: sql.options.max, listener: 1, locks: locks.size },
+  listener,
+});
 const app = createApi({
   token,
   log,
@@ -260,7 +303,7 @@ const app = createApi({
       sleep(2000).then(() => "no answer within 2000 ms"),
     ]);
     const queues = Object.fromEntries(consumers.map(([name, c]) => [name, c.state]));
-    const pooler = locks.some((l) => l.poolerSuspected);
+    const pooler = [...locks.values()].some((l) => l.poolerSuspected);
     const checks = {
       migrated: true,
       database,
@@ -282,6 +325,19 @@ const app = createApi({
     "/enrichment": enrichmentRoutes(enrichmentCtx),
   },
   unlimitedBodies: UNLIMITED_BODY_PATHS,
+  apps: [
+    metricsRoutes(registry, metricsToken),
+    adminRoutes({
+      token: metricsToken,
+      views: VIEWS,
+      cache,
+      ctx: base,
+      locks,
+      events,
+      lifecycle,
+      log,
+    }),
+  ],
 });
 let server: Deno.HttpServer;
 try {
@@ -301,6 +357,8 @@ lifecycle.onStop("http", "server", async (deadline) => {
   }
 });
 
+lifecycle.onStop("drains", "stats", () => Promise.resolve(cache.stop()));
+cache.start();
 for (const start of starts) start();
 // The first probe proves delivery (a pooler that never delivers is warned about here); the queues
 // run on NOTIFY or polling meanwhile.

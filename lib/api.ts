@@ -9,6 +9,9 @@
  * - `/internal/*`: body limit → bearer token → the mounted routes (each queue's own).
  * - `GET /internal/events`: the live job event stream as Server-Sent Events; `HEAD` answers
  *   without subscribing; refused (503) from the first shutdown signal on.
+ * - `GET /internal/openapi.json`: the OpenAPI 3.1 document of every `/internal` route
+ *   (lib/openapi.ts), generated from the validators' own schemas (issue 12).
+ * - `apps`: mounted at the root with their own auth (`/metrics`, `/admin`).
  *
  * Every error is JSON `{ error }`: an `HTTPException` keeps its status, bad input is 4xx, a wrong
  * method on a known path is 405 with `Allow` (for every route, mounted ones too), a database
@@ -16,7 +19,7 @@
  *
  * @module
  */
-import { Hono } from "hono";
+import { type Context, Hono } from "hono";
 import { bearerAuth } from "hono/bearer-auth";
 import { bodyLimit } from "hono/body-limit";
 import { HTTPException } from "hono/http-exception";
@@ -27,6 +30,7 @@ import type { EventHub } from "./events.ts";
 import { Drain } from "./drain.ts";
 import type { Lifecycle } from "./lifecycle.ts";
 import { dbFault } from "./db.ts";
+import { describeRoute, openApiDocument } from "./openapi.ts";
 
 /** Largest request body accepted under `/internal`, in bytes. */
 export const MAX_BODY_BYTES = 64 * 1024;
@@ -52,12 +56,73 @@ export interface ApiDeps {
    * route that streams and caps its body itself.
    */
   unlimitedBodies?: ReadonlyArray<string>;
+  /** Apps mounted at the root with their own auth, e.g. `/metrics` and `/admin`. */
+  apps?: Hono[];
 }
 
 /** What `/readyz` reports: ready or not, and each check's value. */
 export interface Readiness {
   readonly ready: boolean;
   readonly checks: Readonly<Record<string, unknown>>;
+}
+
+/** What {@linkcode streamEvents} needs. */
+export type EventStreamDeps = Pick<ApiDeps, "events" | "lifecycle" | "log">;
+
+const OPENAPI_INFO = {
+  title: "TextStack edge worker internal API",
+  version: "1",
+  description: "Every route needs `Authorization: Bearer <INTERNAL_API_TOKEN>`.",
+};
+
+/**
+ * Answer with the live job event stream as Server-Sent Events: `ready` once subscribed, then one
+ * event per committed transition, through a drop-oldest subscription and a drain registered with
+ * the lifecycle, so shutdown closes it within the budget (ADR-052). From the first shutdown
+ * signal on it refuses new streams (503, issue 9 item 6); a `HEAD` is answered without
+ * subscribing (issue 9 item 9).
+ *
+ * @param name the subscriber's name in logs, e.g. `events subscriber 3`.
+ * @returns the streaming response, or the 503 / `HEAD` answer.
+ * @example
+ * app.get("/admin/events", (c) => streamEvents(c, deps, "admin subscriber 1"));
+ */
+export function streamEvents(c: Context, deps: EventStreamDeps, name: string): Response {
+  // A process that is leaving takes no new streams (issue 9, item 6).
+  if (deps.lifecycle.stopping.aborted) {
+    return c.json({ error: "Shutting down: connect to another instance" }, 503);
+  }
+  // Hono runs the GET handler for HEAD: answer it without subscribing (issue 9, item 9).
+  if (c.req.method === "HEAD") {
+    return c.body(null, 200, {
+      "content-type": "text/event-stream",
+      "cache-control": "no-cache",
+    });
+  }
+  return streamSSE(c, async (stream) => {
+    // The drain logs this subscriber's drops (rate-limited) from the channel's own count.
+    const sub = deps.events.subscribe(EVENTS_PER_SUBSCRIBER);
+    const drain = new Drain({
+      name,
+      channel: sub.channel,
+      log: deps.log,
+      handle: (event) =>
+        stream.writeSSE({
+          id: String(event.seq),
+          event: event.transition,
+          data: JSON.stringify(event),
+        }),
+    });
+    const unregister = deps.lifecycle.onStop("drains", name, async (deadline) => {
+      await drain.stop(Math.max(0, deadline - performance.now()));
+    });
+    stream.onAbort(() => sub.close());
+    // "ready" first: the subscription exists, so the client sees every event from here on.
+    await stream.writeSSE({ event: "ready", data: "{}" });
+    drain.start();
+    await drain.done;
+    unregister();
+  });
 }
 
 /**
@@ -118,46 +183,25 @@ export function createApi(deps: ApiDeps): Hono {
     }),
   );
 
-  app.get("/internal/events", (c) => {
-    // A process that is leaving takes no new streams (issue 9, item 6).
-    if (deps.lifecycle.stopping.aborted) {
-      return c.json({ error: "Shutting down: connect to another instance" }, 503);
-    }
-    // Hono runs the GET handler for HEAD: answer it without subscribing (issue 9, item 9).
-    if (c.req.method === "HEAD") {
-      return c.body(null, 200, {
-        "content-type": "text/event-stream",
-        "cache-control": "no-cache",
-      });
-    }
-    return streamSSE(c, async (stream) => {
-      const name = `events subscriber ${++streams}`;
-      // The drain logs this subscriber's drops (rate-limited) from the channel's own count.
-      const sub = deps.events.subscribe(EVENTS_PER_SUBSCRIBER);
-      const drain = new Drain({
-        name,
-        channel: sub.channel,
-        log: deps.log,
-        handle: (event) =>
-          stream.writeSSE({
-            id: String(event.seq),
-            event: event.transition,
-            data: JSON.stringify(event),
-          }),
-      });
-      const unregister = deps.lifecycle.onStop("drains", name, async (deadline) => {
-        await drain.stop(Math.max(0, deadline - performance.now()));
-      });
-      stream.onAbort(() => sub.close());
-      // "ready" first: the subscription exists, so the client sees every event from here on.
-      await stream.writeSSE({ event: "ready", data: "{}" });
-      drain.start();
-      await drain.done;
-      unregister();
-    });
-  });
+  app.get(
+    "/internal/events",
+    describeRoute({
+      summary: "Live job events (Server-Sent Events), one per committed status transition",
+      responses: {
+        200: "text/event-stream: `ready`, then one event per transition",
+        503: "Shutting down: connect to another instance",
+      },
+    }),
+    (c) => streamEvents(c, deps, `events subscriber ${++streams}`),
+  );
 
   for (const [path, routes] of Object.entries(deps.routes)) app.route(`/internal${path}`, routes);
+  app.get(
+    "/internal/openapi.json",
+    describeRoute({ summary: "This document (OpenAPI 3.1)", responses: { 200: "The document" } }),
+    (c) => c.json(openApiDocument(app, "/internal", OPENAPI_INFO)),
+  );
+  for (const other of deps.apps ?? []) app.route("/", other);
 
   app.notFound((c) => c.json({ error: `No route for ${c.req.method} ${c.req.path}` }, 404));
   app.onError((err, c) => {

@@ -18,6 +18,10 @@ export interface Config {
   readonly port: number;
   /** Bearer token for `/internal/*`; `undefined` means "generate one under `dataDir`". */
   readonly internalApiToken: string | undefined;
+  /** Bearer token for `/metrics` and the `/admin` login; `undefined` means the internal token. */
+  readonly metricsToken: string | undefined;
+  /** Time between the background counts behind `/metrics` and `/admin`, ms (default 10 000). */
+  readonly statsIntervalMs: number;
   /** Directory that holds source files and chapter assets (default `.data/storage`). */
   readonly storageDir: string;
   /** Directory for local state: the embedded database and a generated token (default `.data`). */
@@ -139,6 +143,14 @@ export function parseConfig(env: Env): Config {
       undefined,
       true,
     ),
+    metricsToken: read(
+      env,
+      "METRICS_TOKEN",
+      "at least 16 printable characters without spaces",
+      token,
+      undefined,
+    ),
+    statsIntervalMs: readMs(env, "STATS_INTERVAL_MS", 10_000),
     storageDir: env.STORAGE_DIR || `${dataDir}/storage`,
     dataDir,
     pollIntervalMs: readMs(env, "POLL_INTERVAL_MS", 5000),

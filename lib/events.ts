@@ -30,6 +30,12 @@ export interface JobEvent {
   attempt: number;
   /** The error text the transition wrote, if any. */
   error?: string | null;
+  /**
+   * `claimed` only: seconds from the moment the job became runnable to the claim, both read from
+   * the database clock (`now()` of the claim minus the later of the row's last write and its
+   * `run_after`); null for a stale re-pick, which no wake was for. Feeds the wake-latency metric.
+   */
+  runnableForS?: number | null;
 }
 
 /** A published event with its position in this process's stream (1, 2, …). */
@@ -61,7 +67,9 @@ export interface Subscription {
  */
 export class EventHub implements JobEvents {
   readonly #subscribers = new Set<BoundedChannel<SequencedEvent>>();
+  readonly #observers = new Set<(event: SequencedEvent) => void>();
   #seq = 0;
+  #droppedByClosed = 0;
 
   /** Number of live subscribers. */
   get subscribers(): number {
@@ -75,10 +83,35 @@ export class EventHub implements JobEvents {
     return total;
   }
 
+  /** Events dropped since start for every subscriber, closed ones included (ADR-052 counter). */
+  get droppedTotal(): number {
+    return this.#droppedByClosed + this.dropped;
+  }
+
   /** Publish a committed transition to every subscriber; never blocks, never throws. */
   publish(event: JobEvent): void {
     const sequenced = { ...event, seq: ++this.#seq };
+    for (const observe of this.#observers) {
+      try {
+        observe(sequenced);
+      } catch {
+        // An observer is a counter; its fault must never reach the queue that published.
+      }
+    }
     for (const channel of this.#subscribers) channel.tryWrite(sequenced);
+  }
+
+  /**
+   * Call `observe` synchronously inside every {@linkcode publish}, before the subscribers: for
+   * O(1) bookkeeping such as metric counters, which must see every event (a subscriber may drop
+   * some) and must not slow the publishing queue (ADR-052), so it must not block or do I/O.
+   * Whatever it throws is swallowed.
+   *
+   * @returns a function that removes the observer.
+   */
+  observe(observe: (event: SequencedEvent) => void): () => void {
+    this.#observers.add(observe);
+    return () => void this.#observers.delete(observe);
   }
 
   /**
@@ -98,7 +131,7 @@ export class EventHub implements JobEvents {
     return {
       channel,
       close: () => {
-        this.#subscribers.delete(channel);
+        if (this.#subscribers.delete(channel)) this.#droppedByClosed += channel.stats().dropped;
         channel.complete();
       },
     };
@@ -106,7 +139,10 @@ export class EventHub implements JobEvents {
 
   /** Complete every subscriber's channel (shutdown). */
   close(): void {
-    for (const channel of this.#subscribers) channel.complete();
+    for (const channel of this.#subscribers) {
+      this.#droppedByClosed += channel.stats().dropped;
+      channel.complete();
+    }
     this.#subscribers.clear();
   }
 }

@@ -116,7 +116,10 @@ export class Listener {
     return this.#probeFailures;
   }
 
-  /** Times the listener client was replaced after a missed probe, since start (for metrics). */
+  /**
+   * Times the listener connection was re-established since start, for metrics: replaced after a
+   * missed probe, or reconnected by postgres.js after a dropped socket (a re-listen).
+   */
   get reconnects(): number {
     return this.#reconnects;
   }
@@ -245,10 +248,19 @@ export class Listener {
   }
 
   async #subscribeProbe(sql: Sql): Promise<void> {
-    await sql.listen(this.#o.probeChannel, (payload) => {
-      // Other instances on the same database probe the same channel: only ours count.
-      const pending = this.#pending;
-      if (pending && payload === `${this.#token}:${pending.seq}`) pending.resolve();
-    });
+    let listens = 0;
+    await sql.listen(
+      this.#o.probeChannel,
+      (payload) => {
+        // Other instances on the same database probe the same channel: only ours count.
+        const pending = this.#pending;
+        if (pending && payload === `${this.#token}:${pending.seq}`) pending.resolve();
+      },
+      // postgres.js re-listens every channel of a client after it reconnects; counting the probe
+      // channel's re-listens counts each reconnect once (a new client's first listen is not one).
+      () => {
+        if (++listens > 1) this.#reconnects++;
+      },
+    );
   }
 }

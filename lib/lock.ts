@@ -14,7 +14,53 @@
  */
 import postgres from "postgres";
 import type { Logger } from "./log.ts";
-import type { Fragment } from "./db.ts";
+import type { Fragment, Sql } from "./db.ts";
+
+/** The advisory lock key text of a queue; the lock is `hashtextextended(key, 0)`. */
+export function lockKey(schema: string, queue: string): string {
+  return `textstack:consumer:${schema}.${queue}`;
+}
+
+/** The session holding a queue's lock, as `pg_stat_activity` shows it. */
+export interface LockHolder {
+  /** Backend pid of the holding session. */
+  pid: number;
+  /** `application_name`, e.g. `textstack-lock-ingestion`. */
+  application: string;
+  /** Client address of the holder, null for a Unix socket. */
+  client: string | null;
+  /** When the holder's session started. */
+  since: Date;
+}
+
+/**
+ * Who holds each queue's lock, from `pg_locks` (any process on this database, not only this one).
+ *
+ * @param queues queue names, e.g. `["ingestion"]`.
+ * @returns queue name → holder; a queue nobody holds is absent.
+ * @example
+ * const holders = await lockHolders(sql, "public", ["ingestion"]);
+ * holders.get("ingestion")?.pid;
+ */
+export async function lockHolders(
+  sql: Sql,
+  schema: string,
+  queues: readonly string[],
+): Promise<Map<string, LockHolder>> {
+  // pg_locks splits the 64-bit key into classid (high 32 bits) and objid (low 32 bits), with
+  // objsubid = 1: the same match as claimFence.
+  const rows = await sql<(LockHolder & { queue: string })[]>`
+    select q.queue, a.pid, a.application_name as application, a.client_addr::text as client,
+           a.backend_start as since
+    from unnest(${queues as string[]}::text[], ${
+    queues.map((q) => lockKey(schema, q))
+  }::text[]) as q(queue, key)
+    join pg_locks l on l.locktype = 'advisory' and l.granted and l.objsubid = 1
+      and l.database = (select oid from pg_database where datname = current_database())
+      and (l.classid::int8 << 32 | l.objid::int8) = hashtextextended(q.key, 0)
+    join pg_stat_activity a on a.pid = l.pid`;
+  return new Map(rows.map(({ queue, ...holder }) => [queue, holder]));
+}
 
 /** Options for {@linkcode QueueLock}. */
 export interface QueueLockOptions {
@@ -55,7 +101,7 @@ export class QueueLock {
 
   constructor(options: QueueLockOptions) {
     this.#options = options;
-    this.#key = `textstack:consumer:${options.schema}.${options.queue}`;
+    this.#key = lockKey(options.schema, options.queue);
   }
 
   get #applicationName(): string {

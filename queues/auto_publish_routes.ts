@@ -21,7 +21,7 @@
  * @module
  */
 import type { Hono } from "hono";
-import { zValidator } from "@hono/zod-validator";
+import { describeRoute, zValidator } from "../lib/openapi.ts";
 import { z } from "zod";
 import * as queue from "./auto_publish.ts";
 import {
@@ -39,6 +39,19 @@ import {
 } from "./_host_api.ts";
 
 const STATUSES = ["Queued", "Running", "Completed", "Failed"] as const;
+
+// A settle's answers (queues/_host_api.ts settleResponse).
+function settleDoc(summary: string) {
+  return describeRoute({
+    summary,
+    responses: {
+      200: "The job (again for a repeat with the same token)",
+      404: "No such job",
+      409: "The claim_token no longer matches: nothing changed",
+      415: "Content-Type is not application/json",
+    },
+  });
+}
 
 const createBody = z.strictObject({
   edition_id: id,
@@ -58,7 +71,16 @@ export function autoPublishRoutes(ctx: queue.AutoPublishContext): Hono {
   const app = hostRouter();
   const byId = zValidator("param", idParam, invalid);
 
-  app.post("/jobs", requireJson, zValidator("json", createBody, invalid), async (c) => {
+  const createDoc = describeRoute({
+    summary: "Queue an auto-publish job for an edition",
+    responses: {
+      201: "The new job, Queued",
+      404: "No such edition",
+      409: "The edition has a Queued or Running job (`job`), or its breaker is open (`allowed_at`)",
+      415: "Content-Type is not application/json",
+    },
+  });
+  app.post("/jobs", createDoc, requireJson, zValidator("json", createBody, invalid), async (c) => {
     const body = c.req.valid("json");
     const created = await queue.create(ctx.sql, body.edition_id, body.priority);
     switch (created.outcome) {
@@ -82,14 +104,27 @@ export function autoPublishRoutes(ctx: queue.AutoPublishContext): Hono {
     }
   });
 
-  app.get("/jobs", zValidator("query", listQuery(STATUSES), invalid), async (c) => {
+  const listDoc = describeRoute({
+    summary: "A page of auto-publish jobs, newest first",
+    responses: { 200: "`{ jobs, next }`: `next` is the `before` of the next page (null: last)" },
+  });
+  app.get("/jobs", listDoc, zValidator("query", listQuery(STATUSES), invalid), async (c) => {
     return c.json(await queue.list(ctx.sql, c.req.valid("query")));
   });
 
-  app.post("/recover", async (c) => c.json({ recovered: await queue.recover(ctx) }));
+  const recoverDoc = describeRoute({
+    summary: "The poller's startup recovery: every Running job → Failed (interrupted)",
+    responses: { 200: "`{ recovered: [ids] }`" },
+  });
+  app.post("/recover", recoverDoc, async (c) => c.json({ recovered: await queue.recover(ctx) }));
 
   app.post(
     "/jobs/claim",
+    describeRoute({
+      summary: "Claim the next Queued job (priority, then oldest) with a fresh claim_token",
+      responses: { 200: "`{ jobs: [job + edition + claim_token] }`, or `{ jobs: [] }`" },
+      optionalBody: true,
+    }),
     optionalJson,
     zValidator("json", z.strictObject({}), invalid),
     async (c) => {
@@ -98,13 +133,18 @@ export function autoPublishRoutes(ctx: queue.AutoPublishContext): Hono {
     },
   );
 
-  app.get("/jobs/:id{[0-9]+}", byId, async (c) => {
+  const readDoc = describeRoute({
+    summary: "Read an auto-publish job (never its claim token)",
+    responses: { 200: "The job", 404: "No such job" },
+  });
+  app.get("/jobs/:id{[0-9]+}", readDoc, byId, async (c) => {
     const job = await queue.get(ctx.sql, c.req.valid("param").id);
     return job ? c.json(job) : c.json({ error: "No such job" }, 404);
   });
 
   app.post(
     "/jobs/:id{[0-9]+}/complete",
+    settleDoc("Complete a claimed job: publish the edition and queue a Full rebuild"),
     byId,
     requireJson,
     zValidator("json", completeBody, invalid),
@@ -118,6 +158,7 @@ export function autoPublishRoutes(ctx: queue.AutoPublishContext): Hono {
 
   app.post(
     "/jobs/:id{[0-9]+}/fail",
+    settleDoc("Fail a claimed job with the command's error"),
     byId,
     requireJson,
     zValidator("json", failBody, invalid),
@@ -130,6 +171,7 @@ export function autoPublishRoutes(ctx: queue.AutoPublishContext): Hono {
 
   app.post(
     "/jobs/:id{[0-9]+}/give-back",
+    settleDoc("Give a claimed job back: Queued, the attempt not counted"),
     byId,
     requireJson,
     zValidator("json", giveBackBody, invalid),
@@ -140,7 +182,15 @@ export function autoPublishRoutes(ctx: queue.AutoPublishContext): Hono {
     },
   );
 
-  app.post("/jobs/:id{[0-9]+}/retry", byId, async (c) => {
+  const retryDoc = describeRoute({
+    summary: "Admin retry: Failed → Queued, attempts reset, error and token cleared",
+    responses: {
+      200: "The job, now Queued",
+      404: "No such job",
+      409: "The job is not Failed, or its edition has another Queued or Running job",
+    },
+  });
+  app.post("/jobs/:id{[0-9]+}/retry", retryDoc, byId, async (c) => {
     const jobId = c.req.valid("param").id;
     const retried = await queue.retry(ctx, jobId);
     switch (retried.outcome) {

@@ -10,7 +10,7 @@
  * @module
  */
 import { Hono } from "hono";
-import { zValidator } from "@hono/zod-validator";
+import { describeRoute, zValidator } from "../lib/openapi.ts";
 import { z } from "zod";
 import { getEnrichment, retry } from "./enrichment.ts";
 import type { QueueContext } from "../lib/consumer.ts";
@@ -27,6 +27,14 @@ export function enrichmentRoutes(ctx: QueueContext): Hono {
   const app = new Hono();
   app.post(
     "/:id/retry",
+    describeRoute({
+      summary: "Admin retry of a user book's enrichment: Failed → Pending, attempts reset",
+      responses: {
+        200: "The book's enrichment, now Pending",
+        404: "No such user book",
+        409: "The enrichment is not Failed",
+      },
+    }),
     zValidator("param", z.object({ id }), (result) => {
       if (result.success) return undefined;
       return Response.json({ error: `Invalid id: ${result.error.issues[0].message}` }, {

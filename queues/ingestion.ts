@@ -82,6 +82,8 @@ export interface IngestionJob extends ClaimedJob {
   readonly source_path: string;
   readonly edition_id: string | null;
   readonly claimed_by: string;
+  /** Seconds it was runnable before this claim (database clock); null for a stale re-pick. */
+  readonly runnable_for_s: number | null;
 }
 
 /** A job row as the API shows it. */
@@ -316,7 +318,13 @@ export async function claim(
       for update skip locked
       limit 1
     )
-    returning id, source_path, edition_id, attempt_count, claimed_by`;
+    returning id, source_path, edition_id, attempt_count, claimed_by, (
+      -- The wake latency: a subquery in RETURNING reads the statement's snapshot, so it sees the
+      -- row as it was before this claim. Runnable since its last write (insert, give-back,
+      -- retry) or its run_after, whichever is later; null for a stale re-pick (no wake was for it).
+      select extract(epoch from now() - greatest(o.run_after, o.updated_at))::float8
+      from ingestion_jobs o where o.id = ingestion_jobs.id and o.status = 'Queued'
+    ) as runnable_for_s`;
   if (!job) return null;
   ctx.events.publish({
     queue: name,
@@ -324,6 +332,7 @@ export async function claim(
     transition: "claimed",
     status: "Processing",
     attempt: job.attempt_count,
+    runnableForS: job.runnable_for_s,
   });
   return job;
 }

@@ -14,7 +14,7 @@
  */
 import { Hono } from "hono";
 import { createMiddleware } from "hono/factory";
-import { zValidator } from "@hono/zod-validator";
+import { describeRoute, zValidator } from "../lib/openapi.ts";
 import { z } from "zod";
 import { editionExists, enqueue, getJob, type IngestionContext, retry } from "./ingestion.ts";
 import { readEditionSummary } from "./_ingestion_fidelity.ts";
@@ -64,32 +64,50 @@ const requireJson = createMiddleware(async (c, next) => {
 export function ingestionRoutes(ctx: IngestionContext): Hono {
   const app = new Hono();
 
-  app.post("/jobs", requireJson, zValidator("json", enqueueBody, invalid), async (c) => {
-    const body = c.req.valid("json");
-    const refuse = (why: string) =>
-      c.json({ error: `Cannot use source_path "${body.source_path}": ${why}` }, 400);
-    let sourcePath: string;
-    let info: Deno.FileInfo;
-    try {
-      sourcePath = resolveSourcePath(ctx.storageDir, body.source_path);
-      info = await Deno.stat(await resolveSourceFile(ctx.storageDir, sourcePath));
-    } catch (err) {
-      if (err instanceof RangeError) return c.json({ error: err.message }, 400);
-      if (err instanceof Deno.errors.NotFound || err instanceof Deno.errors.NotADirectory) {
-        return refuse("no such file in STORAGE_DIR");
-      }
-      throw err;
-    }
-    // A FIFO or a device could block the one sequential consumer or never end.
-    if (!info.isFile) return refuse("it is not a regular file");
-    const editionId = body.edition_id ?? null;
-    if (editionId && !(await editionExists(ctx, editionId))) {
-      return c.json({ error: `Cannot re-ingest edition ${editionId}: no such edition` }, 400);
-    }
-    return c.json(await enqueue(ctx, sourcePath, editionId), 201);
+  const enqueueDoc = describeRoute({
+    summary: "Enqueue a book file for ingestion",
+    responses: {
+      201: "The new job, Queued",
+      400: "Invalid body, or source_path outside STORAGE_DIR, missing, not a regular file",
+      415: "Content-Type is not application/json",
+    },
   });
+  app.post(
+    "/jobs",
+    enqueueDoc,
+    requireJson,
+    zValidator("json", enqueueBody, invalid),
+    async (c) => {
+      const body = c.req.valid("json");
+      const refuse = (why: string) =>
+        c.json({ error: `Cannot use source_path "${body.source_path}": ${why}` }, 400);
+      let sourcePath: string;
+      let info: Deno.FileInfo;
+      try {
+        sourcePath = resolveSourcePath(ctx.storageDir, body.source_path);
+        info = await Deno.stat(await resolveSourceFile(ctx.storageDir, sourcePath));
+      } catch (err) {
+        if (err instanceof RangeError) return c.json({ error: err.message }, 400);
+        if (err instanceof Deno.errors.NotFound || err instanceof Deno.errors.NotADirectory) {
+          return refuse("no such file in STORAGE_DIR");
+        }
+        throw err;
+      }
+      // A FIFO or a device could block the one sequential consumer or never end.
+      if (!info.isFile) return refuse("it is not a regular file");
+      const editionId = body.edition_id ?? null;
+      if (editionId && !(await editionExists(ctx, editionId))) {
+        return c.json({ error: `Cannot re-ingest edition ${editionId}: no such edition` }, 400);
+      }
+      return c.json(await enqueue(ctx, sourcePath, editionId), 201);
+    },
+  );
 
-  app.get("/jobs/:id", zValidator("param", z.object({ id }), invalid), async (c) => {
+  const readDoc = describeRoute({
+    summary: "Read an ingestion job, with its edition summary once it has one",
+    responses: { 200: "The job and `edition` (null before it has one)", 404: "No such job" },
+  });
+  app.get("/jobs/:id", readDoc, zValidator("param", z.object({ id }), invalid), async (c) => {
     const job = await getJob(ctx, c.req.valid("param").id);
     if (!job) return c.json({ error: "No such ingestion job" }, 404);
     // The edition as the job left it: what a reader will see, and what was imperfect (issue 10).
@@ -97,17 +115,27 @@ export function ingestionRoutes(ctx: IngestionContext): Hono {
     return c.json({ ...job, edition });
   });
 
-  app.post("/jobs/:id/retry", zValidator("param", z.object({ id }), invalid), async (c) => {
-    const jobId = c.req.valid("param").id;
-    const job = await retry(ctx, jobId);
-    if (job) return c.json(job);
-    const current = await getJob(ctx, jobId);
-    if (!current) return c.json({ error: "No such ingestion job" }, 404);
-    return c.json({
-      error: `Cannot retry job ${jobId}: it is ${current.status}; only Failed jobs can be retried`,
-      status: current.status,
-    }, 409);
+  const retryDoc = describeRoute({
+    summary: "Admin retry: Failed → Queued, attempts reset, error cleared",
+    responses: { 200: "The job, now Queued", 404: "No such job", 409: "The job is not Failed" },
   });
+  app.post(
+    "/jobs/:id/retry",
+    retryDoc,
+    zValidator("param", z.object({ id }), invalid),
+    async (c) => {
+      const jobId = c.req.valid("param").id;
+      const job = await retry(ctx, jobId);
+      if (job) return c.json(job);
+      const current = await getJob(ctx, jobId);
+      if (!current) return c.json({ error: "No such ingestion job" }, 404);
+      return c.json({
+        error:
+          `Cannot retry job ${jobId}: it is ${current.status}; only Failed jobs can be retried`,
+        status: current.status,
+      }, 409);
+    },
+  );
 
   return app;
 }

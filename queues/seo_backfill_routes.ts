@@ -20,7 +20,7 @@
  * @module
  */
 import type { Hono } from "hono";
-import { zValidator } from "@hono/zod-validator";
+import { describeRoute, zValidator } from "../lib/openapi.ts";
 import { z } from "zod";
 import * as queue from "./seo_backfill.ts";
 import {
@@ -38,6 +38,19 @@ import {
 } from "./_host_api.ts";
 
 const STATUSES = ["Queued", "Running", "Completed", "Failed"] as const;
+
+// A settle's answers (queues/_host_api.ts settleResponse).
+function settleDoc(summary: string) {
+  return describeRoute({
+    summary,
+    responses: {
+      200: "The job (again for a repeat with the same token)",
+      404: "No such job",
+      409: "The claim_token no longer matches: nothing changed",
+      415: "Content-Type is not application/json",
+    },
+  });
+}
 
 const editionBody = z.strictObject({ edition_id: id });
 const claimBody = z.strictObject({ limit: count(queue.MAX_CLAIM).default(1) });
@@ -61,33 +74,70 @@ export function seoRoutes(ctx: queue.SeoContext): Hono {
   const app = hostRouter();
   const byId = zValidator("param", idParam, invalid);
 
-  app.post("/jobs", requireJson, zValidator("json", editionBody, invalid), async (c) => {
+  const createDoc = describeRoute({
+    summary: "Queue an SEO backfill job for an edition",
+    responses: { 201: "The new job, Queued", 404: "No such edition" },
+  });
+  app.post("/jobs", createDoc, requireJson, zValidator("json", editionBody, invalid), async (c) => {
     const editionId = c.req.valid("json").edition_id;
     const job = await queue.create(ctx, editionId);
     return job ? c.json(job, 201) : c.json({ error: `No such edition ${editionId}` }, 404);
   });
 
-  app.get("/jobs", zValidator("query", listQuery(STATUSES), invalid), async (c) => {
+  const listDoc = describeRoute({
+    summary: "A page of SEO jobs, newest first",
+    responses: { 200: "`{ jobs, next }`: `next` is the `before` of the next page (null: last)" },
+  });
+  app.get("/jobs", listDoc, zValidator("query", listQuery(STATUSES), invalid), async (c) => {
     return c.json(await queue.list(ctx.sql, c.req.valid("query")));
   });
 
-  app.post("/jobs/claim", optionalJson, zValidator("json", claimBody, invalid), async (c) => {
-    return c.json({ jobs: await queue.claim(ctx, c.req.valid("json").limit) });
+  const claimDoc = describeRoute({
+    summary: "Sweep stale Running jobs, then claim up to `limit` Queued jobs, oldest first",
+    responses: { 200: "`{ jobs: [job + edition + claim_token] }` ([] when none)" },
+    optionalBody: true,
   });
+  app.post(
+    "/jobs/claim",
+    claimDoc,
+    optionalJson,
+    zValidator("json", claimBody, invalid),
+    async (c) => {
+      return c.json({ jobs: await queue.claim(ctx, c.req.valid("json").limit) });
+    },
+  );
 
-  app.post("/jobs/crew", requireJson, zValidator("json", editionBody, invalid), async (c) => {
-    const editionId = c.req.valid("json").edition_id;
-    const job = await queue.crew(ctx, editionId);
-    return job ? c.json(job, 201) : c.json({ error: `No such edition ${editionId}` }, 404);
+  const crewDoc = describeRoute({
+    summary: "The admin crew path: a job inserted already Running, with its claim_token",
+    responses: {
+      201: "The job, Running, with its edition and claim_token",
+      404: "No such edition",
+    },
   });
+  app.post(
+    "/jobs/crew",
+    crewDoc,
+    requireJson,
+    zValidator("json", editionBody, invalid),
+    async (c) => {
+      const editionId = c.req.valid("json").edition_id;
+      const job = await queue.crew(ctx, editionId);
+      return job ? c.json(job, 201) : c.json({ error: `No such edition ${editionId}` }, 404);
+    },
+  );
 
-  app.get("/jobs/:id{[0-9]+}", byId, async (c) => {
+  const readDoc = describeRoute({
+    summary: "Read an SEO job (never its claim token)",
+    responses: { 200: "The job", 404: "No such job" },
+  });
+  app.get("/jobs/:id{[0-9]+}", readDoc, byId, async (c) => {
     const job = await queue.get(ctx.sql, c.req.valid("param").id);
     return job ? c.json(job) : c.json({ error: "No such job" }, 404);
   });
 
   app.post(
     "/jobs/:id{[0-9]+}/complete",
+    settleDoc("Complete a claimed job and apply its SEO fields (BeforeSnapshot taken once)"),
     byId,
     requireJson,
     zValidator("json", completeBody, invalid),
@@ -101,6 +151,7 @@ export function seoRoutes(ctx: queue.SeoContext): Hono {
 
   app.post(
     "/jobs/:id{[0-9]+}/fail",
+    settleDoc("Fail a claimed job with the command's error"),
     byId,
     requireJson,
     zValidator("json", failBody, invalid),
@@ -113,6 +164,7 @@ export function seoRoutes(ctx: queue.SeoContext): Hono {
 
   app.post(
     "/jobs/:id{[0-9]+}/give-back",
+    settleDoc("Give a claimed job back: Queued, the attempt not counted"),
     byId,
     requireJson,
     zValidator("json", giveBackBody, invalid),
@@ -123,7 +175,11 @@ export function seoRoutes(ctx: queue.SeoContext): Hono {
     },
   );
 
-  app.post("/jobs/:id{[0-9]+}/retry", byId, async (c) => {
+  const retryDoc = describeRoute({
+    summary: "Admin retry: Failed → Queued, attempts reset, error and token cleared",
+    responses: { 200: "The job, now Queued", 404: "No such job", 409: "The job is not Failed" },
+  });
+  app.post("/jobs/:id{[0-9]+}/retry", retryDoc, byId, async (c) => {
     const jobId = c.req.valid("param").id;
     const retried = await queue.retry(ctx, jobId);
     if (retried.outcome === "retried") return c.json(retried.job);
@@ -135,7 +191,15 @@ export function seoRoutes(ctx: queue.SeoContext): Hono {
     }, 409);
   });
 
-  app.post("/editions/:id{[0-9]+}/revert", byId, async (c) => {
+  const revertDoc = describeRoute({
+    summary: "Restore an edition's SEO fields from its BeforeSnapshot (then dropped)",
+    responses: {
+      200: "The edition's restored SEO fields",
+      404: "No such edition",
+      409: "Nothing to revert (no BeforeSnapshot)",
+    },
+  });
+  app.post("/editions/:id{[0-9]+}/revert", revertDoc, byId, async (c) => {
     const editionId = c.req.valid("param").id;
     const reverted = await queue.revert(ctx, editionId);
     if (reverted.outcome === "reverted") return c.json(reverted.edition);

@@ -17,7 +17,7 @@
  * @module
  */
 import { Hono } from "hono";
-import { zValidator } from "@hono/zod-validator";
+import { describeRoute, zValidator } from "../lib/openapi.ts";
 import { z } from "zod";
 import { transaction } from "../lib/db.ts";
 import type { QueueContext } from "../lib/consumer.ts";
@@ -40,17 +40,33 @@ function invalid(result: { success: boolean }): Response | undefined {
 export function ssgRoutes(ctx: QueueContext): Hono {
   const app = new Hono();
 
-  app.post("/rebuild-all", async (c) => {
+  const rebuildDoc = describeRoute({
+    summary: "Ask for a Full site rebuild (the one in flight, or a new Queued one)",
+    responses: { 200: "The Full job already Queued or Running", 201: "A new Queued Full job" },
+  });
+  app.post("/rebuild-all", rebuildDoc, async (c) => {
     const { job, created } = await requestRebuild(ctx);
     return c.json(job, created ? 201 : 200);
   });
 
-  app.get("/jobs/:id", zValidator("param", params, invalid), async (c) => {
+  const readDoc = describeRoute({
+    summary: "Read a site rebuild job",
+    responses: { 200: "The job", 404: "No such job" },
+  });
+  app.get("/jobs/:id", readDoc, zValidator("param", params, invalid), async (c) => {
     const job = await getJob(ctx, c.req.valid("param").id);
     return job ? c.json(job) : c.json({ error: "No such ssg job" }, 404);
   });
 
-  app.post("/jobs/:id/retry", zValidator("param", params, invalid), async (c) => {
+  const retryDoc = describeRoute({
+    summary: "Admin retry: Failed → Queued, attempts reset, error cleared",
+    responses: {
+      200: "The job, now Queued",
+      404: "No such job",
+      409: "The job is not Failed, or another Full job is already Queued",
+    },
+  });
+  app.post("/jobs/:id/retry", retryDoc, zValidator("param", params, invalid), async (c) => {
     const jobId = c.req.valid("param").id;
     const job = await retry(ctx, jobId);
     if (job) return c.json(job);
@@ -80,7 +96,13 @@ export function ssgRoutes(ctx: QueueContext): Hono {
 export function editionRoutes(ctx: QueueContext): Hono {
   const app = new Hono();
   for (const [action, published] of [["publish", true], ["unpublish", false]] as const) {
-    app.post(`/:id/${action}`, zValidator("param", params, invalid), async (c) => {
+    const doc = describeRoute({
+      summary: published
+        ? "Publish an edition and queue the Full rebuild that shows it, in one transaction"
+        : "Unpublish an edition and queue the Full rebuild that removes it, in one transaction",
+      responses: { 200: "`{ edition: { id, published_at }, rebuild }`", 404: "No such edition" },
+    });
+    app.post(`/:id/${action}`, doc, zValidator("param", params, invalid), async (c) => {
       const editionId = c.req.valid("param").id;
       const result = await transaction(
         ctx.sql,

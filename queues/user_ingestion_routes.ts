@@ -14,7 +14,7 @@
  * @module
  */
 import { Hono } from "hono";
-import { zValidator } from "@hono/zod-validator";
+import { describeRoute, zValidator } from "../lib/openapi.ts";
 import { z } from "zod";
 import { enqueue, getUserBook, retry, type UserIngestionContext } from "./user_ingestion.ts";
 import { getEnrichment } from "./enrichment.ts";
@@ -41,6 +41,10 @@ function describe(
   return `Invalid ${where}: ${issue.message}`;
 }
 
+// The multipart form as the route reads it: `owner_id` checked with the same schema as the JSON
+// body's, `file` streamed to disk by uploads/multipart.ts (at most MAX_UPLOAD_BYTES).
+const uploadForm = z.object({ owner_id: ownerId, file: z.file() });
+
 /** Paths under `/internal` that the API's JSON body limit must not apply to (the upload). */
 export const UNLIMITED_BODY_PATHS = ["/user-books"] as const;
 
@@ -54,7 +58,17 @@ export const UNLIMITED_BODY_PATHS = ["/user-books"] as const;
 export function userBookRoutes(ctx: UserIngestionContext, maxUploadBytes: number): Hono {
   const app = new Hono();
 
-  app.post("/", async (c) => {
+  const uploadDoc = describeRoute({
+    summary: "Upload a reader's book (multipart) or name a file under STORAGE_DIR (JSON)",
+    responses: {
+      201: "`{ user_book, job }`, created in one transaction",
+      400: "Invalid owner_id or source_path",
+      413: "The upload exceeds MAX_UPLOAD_BYTES",
+      415: "Neither multipart/form-data nor application/json",
+    },
+    body: { "multipart/form-data": uploadForm, "application/json": jsonBody },
+  });
+  app.post("/", uploadDoc, async (c) => {
     const type = c.req.header("content-type") ?? "";
     if (/^multipart\/form-data\b/i.test(type)) {
       let upload;
@@ -112,26 +126,43 @@ export function userBookRoutes(ctx: UserIngestionContext, maxUploadBytes: number
     return c.json(await enqueue(ctx, body.data.owner_id, sourcePath), 201);
   });
 
-  app.get("/:id", zValidator("param", z.object({ id }), invalidParam), async (c) => {
+  const readDoc = describeRoute({
+    summary: "Read a user book with its latest job and its enrichment",
+    responses: { 200: "`{ user_book, job, enrichment }`", 404: "No such user book" },
+  });
+  app.get("/:id", readDoc, zValidator("param", z.object({ id }), invalidParam), async (c) => {
     const bookId = c.req.valid("param").id;
     const found = await getUserBook(ctx, bookId);
     if (!found) return c.json({ error: "No such user book" }, 404);
     return c.json({ ...found, enrichment: await getEnrichment(ctx, bookId) });
   });
 
-  app.post("/:id/retry", zValidator("param", z.object({ id }), invalidParam), async (c) => {
-    const bookId = c.req.valid("param").id;
-    const found = await getUserBook(ctx, bookId);
-    if (!found?.job) return c.json({ error: "No such user book" }, 404);
-    const job = await retry(ctx, found.job.id);
-    if (job) return c.json(job);
-    const current = (await getUserBook(ctx, bookId))?.job ?? found.job;
-    return c.json({
-      error:
-        `Cannot retry user book ${bookId}: its job is ${current.status}; only Failed jobs can be retried`,
-      status: current.status,
-    }, 409);
+  const retryDoc = describeRoute({
+    summary: "Admin retry of the book's job: Failed → Queued, the book back to Processing",
+    responses: {
+      200: "The job, now Queued",
+      404: "No such user book",
+      409: "The job is not Failed",
+    },
   });
+  app.post(
+    "/:id/retry",
+    retryDoc,
+    zValidator("param", z.object({ id }), invalidParam),
+    async (c) => {
+      const bookId = c.req.valid("param").id;
+      const found = await getUserBook(ctx, bookId);
+      if (!found?.job) return c.json({ error: "No such user book" }, 404);
+      const job = await retry(ctx, found.job.id);
+      if (job) return c.json(job);
+      const current = (await getUserBook(ctx, bookId))?.job ?? found.job;
+      return c.json({
+        error:
+          `Cannot retry user book ${bookId}: its job is ${current.status}; only Failed jobs can be retried`,
+        status: current.status,
+      }, 409);
+    },
+  );
 
   return app;
 }

@@ -1,0 +1,185 @@
+/**
+ * The OpenAPI 3.1 description of the API, generated from the zod schemas that validate the
+ * requests, so the document cannot drift from the checks (issue 12).
+ *
+ * {@linkcode zValidator} is `@hono/zod-validator`'s own, with the same call shape and hook; it
+ * also records its target and schema on the middleware. {@linkcode describeRoute} adds a summary
+ * and the responses. {@linkcode openApiDocument} walks a Hono app's registered routes (mounted
+ * sub-apps included, paths in full) and turns every recorded schema into JSON Schema with zod 4's
+ * `z.toJSONSchema`. A route with nothing recorded still appears, with its path parameters. A
+ * route that parses its body itself (the multipart upload) names the schemas it checks with in
+ * its description, so they too come from the checking code.
+ *
+ * @module
+ */
+import type { Hono, MiddlewareHandler } from "hono";
+import { zValidator as zodValidator } from "@hono/zod-validator";
+import { z } from "zod";
+import { COMPOSED_HANDLER } from "hono/utils/constants";
+
+const RECORD = Symbol.for("textstack.openapi");
+
+/** What {@linkcode describeRoute} records. */
+export interface RouteDescription {
+  summary: string;
+  description?: string;
+  /** Status code → what it means, e.g. `{ 201: "The job, Queued", 404: "No such job" }`. */
+  responses: Record<number, string>;
+  /**
+   * Request bodies by content type, for a route that validates its body by hand rather than with
+   * {@linkcode zValidator} — pass the very schema it parses with.
+   */
+  body?: Record<string, z.ZodType>;
+  /** The body may be left out (e.g. a claim with its defaults). */
+  optionalBody?: boolean;
+}
+
+type Recorded =
+  | { kind: "validate"; target: string; schema: z.ZodType }
+  | { kind: "describe"; route: RouteDescription };
+
+/**
+ * `@hono/zod-validator`'s `zValidator`, recording its schema for {@linkcode openApiDocument}.
+ * A drop-in: change only the import.
+ *
+ * @example
+ * app.get("/jobs/:id", zValidator("param", z.object({ id })), (c) => c.json(c.req.valid("param")));
+ */
+export const zValidator: typeof zodValidator = ((
+  ...args: Parameters<typeof zodValidator>
+) => {
+  const middleware = (zodValidator as (...a: unknown[]) => MiddlewareHandler)(...args);
+  const recorded: Recorded = { kind: "validate", target: args[0], schema: args[1] as z.ZodType };
+  return Object.assign(middleware, { [RECORD]: recorded });
+}) as typeof zodValidator;
+
+/**
+ * A pass-through middleware carrying a route's summary and responses for the document.
+ *
+ * @example
+ * app.post("/jobs/:id/retry", describeRoute({ summary: "Retry", responses: { 200: "…" } }), h);
+ */
+export function describeRoute(route: RouteDescription): MiddlewareHandler {
+  const middleware: MiddlewareHandler = async (_c, next) => await next();
+  const recorded: Recorded = { kind: "describe", route };
+  return Object.assign(middleware, { [RECORD]: recorded });
+}
+
+// deno-lint-ignore no-explicit-any
+type Json = Record<string, any>;
+
+function jsonSchema(schema: z.ZodType): Json {
+  const { $schema: _, ...rest } = z.toJSONSchema(schema, {
+    io: "input",
+    unrepresentable: "any",
+  }) as Json;
+  return rest;
+}
+
+/**
+ * Build the OpenAPI 3.1 document of every route of `app` whose path starts with `prefix`.
+ *
+ * @param app the top-level app (after every sub-app is mounted).
+ * @param info the document's `info` (title, version).
+ * @returns the document as a plain object, ready for `c.json`.
+ * @example
+ * app.get("/internal/openapi.json", (c) => c.json(openApiDocument(app, "/internal", info)));
+ */
+export function openApiDocument(
+  app: Hono,
+  prefix: string,
+  info: { title: string; version: string; description?: string },
+): Json {
+  const operations = new Map<string, { method: string; path: string; recorded: Recorded[] }>();
+  for (const route of app.routes) {
+    if (route.method === "ALL" || !route.path.startsWith(prefix)) continue;
+    const key = `${route.method} ${route.path}`;
+    const op = operations.get(key) ?? { method: route.method, path: route.path, recorded: [] };
+    // A sub-app with its own onError is mounted wrapped; Hono keeps the original on the wrapper.
+    let handler = route.handler as unknown as Record<string | symbol, unknown>;
+    while (!handler[RECORD] && typeof handler[COMPOSED_HANDLER] === "function") {
+      handler = handler[COMPOSED_HANDLER] as unknown as Record<string | symbol, unknown>;
+    }
+    const recorded = handler[RECORD] as Recorded | undefined;
+    if (recorded) op.recorded.push(recorded);
+    operations.set(key, op);
+  }
+  const paths: Json = {};
+  for (const { method, path, recorded } of operations.values()) {
+    // `:id{[0-9]+}` (a Hono pattern with its regex) is the OpenAPI `{id}`.
+    const openApiPath = path.replace(/:(\w+)(\{[^}]*\})?/g, "{$1}");
+    const described = recorded.find((r) => r.kind === "describe")?.route;
+    const parameters: Json[] = [];
+    const pathNames = [...path.matchAll(/:(\w+)/g)].map((m) => m[1]);
+    let requestBody: Json | undefined;
+    if (described?.body) {
+      const content: Json = {};
+      for (const [type, schema] of Object.entries(described.body)) {
+        content[type] = { schema: jsonSchema(schema) };
+      }
+      requestBody = { required: true, content };
+    }
+    for (const r of recorded) {
+      if (r.kind !== "validate") continue;
+      const schema = jsonSchema(r.schema);
+      if (r.target === "json") {
+        requestBody = {
+          required: !described?.optionalBody,
+          content: { "application/json": { schema } },
+        };
+      } else if (r.target === "form") {
+        requestBody = {
+          required: true,
+          content: { "application/x-www-form-urlencoded": { schema } },
+        };
+      } else {
+        const where = r.target === "param" ? "path" : r.target;
+        for (const [name, property] of Object.entries(schema.properties ?? {})) {
+          parameters.push({
+            name,
+            in: where,
+            required: where === "path" || (schema.required ?? []).includes(name),
+            schema: property,
+          });
+        }
+      }
+    }
+    for (const name of pathNames) {
+      if (!parameters.some((p) => p.in === "path" && p.name === name)) {
+        parameters.push({ name, in: "path", required: true, schema: { type: "string" } });
+      }
+    }
+    const responses: Json = {};
+    for (const [status, description] of Object.entries(described?.responses ?? { 200: "OK" })) {
+      responses[status] = { description };
+    }
+    responses["4XX"] ??= {
+      description: 'Bad input or refused: `{ "error": "…" }`',
+      content: { "application/json": { schema: { $ref: "#/components/schemas/Error" } } },
+    };
+    paths[openApiPath] ??= {};
+    paths[openApiPath][method.toLowerCase()] = {
+      ...(described ? { summary: described.summary } : {}),
+      ...(described?.description ? { description: described.description } : {}),
+      ...(parameters.length ? { parameters } : {}),
+      ...(requestBody ? { requestBody } : {}),
+      responses,
+    };
+  }
+  return {
+    openapi: "3.1.0",
+    info,
+    paths,
+    security: [{ bearer: [] }],
+    components: {
+      securitySchemes: { bearer: { type: "http", scheme: "bearer" } },
+      schemas: {
+        Error: {
+          type: "object",
+          properties: { error: { type: "string" } },
+          required: ["error"],
+        },
+      },
+    },
+  };
+}

@@ -1,0 +1,93 @@
+import assert from "node:assert/strict";
+import { createApi } from "../lib/api.ts";
+import { Lifecycle } from "../lib/lifecycle.ts";
+import { ingestionRoutes } from "../queues/ingestion_routes.ts";
+import { editionRoutes, ssgRoutes } from "../queues/ssg_routes.ts";
+import { autoPublishRoutes } from "../queues/auto_publish_routes.ts";
+import { seoRoutes } from "../queues/seo_backfill_routes.ts";
+import { UNLIMITED_BODY_PATHS, userBookRoutes } from "../queues/user_ingestion_routes.ts";
+import { enrichmentRoutes } from "../queues/enrichment_routes.ts";
+import { dbTest } from "./_db.ts";
+import { ingestionContext } from "./_ingestion.ts";
+
+const TOKEN = "openapi-test-token-0123456789";
+
+dbTest(
+  "GET /internal/openapi.json describes every /internal route, from its validators",
+  async (db) => {
+    const ctx = await ingestionContext(db);
+    // Every route group main.ts mounts, at the same prefixes (the process-level check that the
+    // real worker's document covers them is in tests/admin_browser_test.ts).
+    const app = createApi({
+      token: TOKEN,
+      log: ctx.log,
+      events: ctx.events,
+      lifecycle: new Lifecycle(ctx.log, 2000),
+      health: () => Promise.resolve({}),
+      routes: {
+        "/ingestion": ingestionRoutes(ctx),
+        "/ssg": ssgRoutes(ctx),
+        "/editions": editionRoutes(ctx),
+        "/auto-publish": autoPublishRoutes({ ...ctx, announce: () => {} }),
+        "/seo": seoRoutes({ ...ctx, staleAfterMs: 3_600_000 }),
+        "/user-books": userBookRoutes(ctx, 1024),
+        "/enrichment": enrichmentRoutes(ctx),
+      },
+      unlimitedBodies: UNLIMITED_BODY_PATHS,
+    });
+    assert.equal((await app.request("/internal/openapi.json")).status, 401);
+    const res = await app.request("/internal/openapi.json", {
+      headers: { authorization: `Bearer ${TOKEN}` },
+    });
+    assert.equal(res.status, 200);
+    const doc = await res.json();
+    assert.equal(doc.openapi, "3.1.0");
+    const registered = new Set(
+      app.routes
+        .filter((r) => r.method !== "ALL" && r.path.startsWith("/internal"))
+        .map((r) => `${r.method.toLowerCase()} ${r.path.replace(/:(\w+)(\{[^}]*\})?/g, "{$1}")}`),
+    );
+    assert.ok(registered.size >= 30, `${registered.size} routes`);
+    const documented = new Set<string>();
+    for (const [path, methods] of Object.entries(doc.paths as Record<string, object>)) {
+      for (const method of Object.keys(methods)) documented.add(`${method} ${path}`);
+    }
+    // Exactly the registered routes, paths in full, each with a summary.
+    assert.deepEqual([...documented].sort(), [...registered].sort());
+    for (const route of registered) {
+      const [method, path] = route.split(" ");
+      const op = doc.paths[path][method];
+      assert.ok(op.summary, `${route} has no summary`);
+      // Every path parameter's schema is its validator's (the fallback is a bare string).
+      for (const name of path.match(/\{(\w+)\}/g) ?? []) {
+        const param = op.parameters.find((p: { name: string }) => `{${p.name}}` === name);
+        assert.ok(param?.in === "path" && param.required, `${route}: ${name}`);
+        assert.ok(param.schema.pattern || param.schema.anyOf, `${route}: ${name} is not validated`);
+      }
+    }
+    // The request body schema is the validator's own: a field the zod schema has is in it.
+    const body = doc.paths["/internal/ingestion/jobs"].post.requestBody.content["application/json"];
+    assert.deepEqual(body.schema.required, ["source_path"]);
+    assert.equal(body.schema.additionalProperties, false);
+    const param = doc.paths["/internal/ingestion/jobs/{id}"].get.parameters[0];
+    assert.equal(param.in, "path");
+    assert.equal(param.schema.pattern, "^[1-9]\\d{0,18}$");
+    // A body the route parses by hand (the upload) is described by the schemas it parses with.
+    const upload = doc.paths["/internal/user-books/"]?.post ?? doc.paths["/internal/user-books"]
+      ?.post;
+    assert.deepEqual(Object.keys(upload.requestBody.content).sort(), [
+      "application/json",
+      "multipart/form-data",
+    ]);
+    const form = upload.requestBody.content["multipart/form-data"].schema;
+    assert.deepEqual(form.required.sort(), ["file", "owner_id"]);
+    // A claim's body may be left out; a settle's may not.
+    assert.equal(doc.paths["/internal/seo/jobs/claim"].post.requestBody.required, false);
+    const settle = doc.paths["/internal/seo/jobs/{id}/complete"].post.requestBody;
+    assert.equal(settle.required, true);
+    assert.ok(settle.content["application/json"].schema.properties.claim_token);
+    const list = doc.paths["/internal/auto-publish/jobs"].get.parameters
+      .map((p: { name: string; in: string }) => `${p.in}:${p.name}`).sort();
+    assert.deepEqual(list, ["query:before", "query:limit", "query:status"]);
+  },
+);
