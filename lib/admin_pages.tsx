@@ -30,24 +30,30 @@ dt{font-weight:600}.note{padding:.4rem .6rem;background:#e8f0fe;border:1px solid
 .error{background:#fde8e8;border-color:#e29595}.muted{color:#5c6270}`;
 
 // Re-fetch this page on a job event (debounced) and swap each live region by id. The stream is
-// the dashboard's own, behind the login cookie: EventSource cannot send a bearer token.
+// the dashboard's own, behind the login cookie: EventSource cannot send a bearer token. On
+// `ready` (the subscription exists; also after a reconnect) it refreshes once, so an event that
+// fell between rendering this page and subscribing is not missed. A refresh that an earlier one
+// overtook is dropped, so a slow answer never puts older content back.
 const LIVE_SCRIPT = `(() => {
-  let timer;
+  let timer, latest = 0;
   async function refresh() {
+    const mine = ++latest;
     const res = await fetch(location.href, { headers: { accept: "text/html" } });
-    if (!res.ok) return;
+    if (!res.ok || mine !== latest) return;
     const next = new DOMParser().parseFromString(await res.text(), "text/html");
+    if (mine !== latest) return;
     for (const region of document.querySelectorAll("[data-live-region]")) {
       const fresh = next.getElementById(region.id);
       if (fresh) region.replaceWith(fresh);
     }
     document.body.dataset.refreshed = String(Number(document.body.dataset.refreshed || 0) + 1);
   }
+  const soon = () => { clearTimeout(timer); timer = setTimeout(refresh, 200); };
   const events = new EventSource("/admin/events");
   for (const name of ["claimed", "completed", "failed", "given_back", "recovered", "retried"]) {
-    events.addEventListener(name, () => { clearTimeout(timer); timer = setTimeout(refresh, 200); });
+    events.addEventListener(name, soon);
   }
-  events.addEventListener("ready", () => { document.body.dataset.live = "ready"; });
+  events.addEventListener("ready", () => { document.body.dataset.live = "ready"; soon(); });
 })();`;
 
 const time = (value: unknown): string =>
@@ -288,21 +294,23 @@ export const JobPage: FC<{
             </>
           ))}
         </dl>
-        {details.map((d) => (
-          <table>
-            <caption>{d.title}</caption>
-            <thead>
-              <tr>{d.columns.map((c) => <th scope="col">{c}</th>)}</tr>
-            </thead>
-            <tbody>
-              {d.rows.length === 0 && (
-                <tr>
-                  <td colspan={d.columns.length}>none</td>
-                </tr>
-              )}
-              {d.rows.map((r) => <tr>{r.map((cell) => <td>{cell ?? "—"}</td>)}</tr>)}
-            </tbody>
-          </table>
+        {details.map((d, i) => (
+          <>
+            <h2 id={`detail-${i}`}>{d.title}</h2>
+            <table aria-labelledby={`detail-${i}`}>
+              <thead>
+                <tr>{d.columns.map((c) => <th scope="col">{c}</th>)}</tr>
+              </thead>
+              <tbody>
+                {d.rows.length === 0 && (
+                  <tr>
+                    <td colspan={d.columns.length}>none</td>
+                  </tr>
+                )}
+                {d.rows.map((r) => <tr>{r.map((cell) => <td>{cell ?? "—"}</td>)}</tr>)}
+              </tbody>
+            </table>
+          </>
         ))}
       </div>
     </Layout>

@@ -12,6 +12,7 @@ import { Listener } from "../lib/listener.ts";
 import { Wake } from "../lib/wake.ts";
 import { connect } from "../lib/db.ts";
 import { startProxy } from "./_proxy.ts";
+import { spawnWorker, TEST_TOKEN } from "./_worker.ts";
 import type { EventHub } from "../lib/events.ts";
 import { dbTest, type TestDb, waitFor, within } from "./_db.ts";
 import { ingestionContext, jobRow, SMALL_BOOK, startConsumer, writeSource } from "./_ingestion.ts";
@@ -274,6 +275,64 @@ dbTest(
       metrics.stop();
       await listener.close();
       await proxy.close();
+    }
+  },
+);
+
+dbTest(
+  "main.ts: /metrics covers all six queues (the four it consumes hold their lock), METRICS_TOKEN guards it, and /internal/openapi.json every route group",
+  async (db) => {
+    const storage = await Deno.makeTempDir({ prefix: "textstack-metrics-" });
+    const metricsToken = "metrics-only-token-0123456789";
+    const worker = spawnWorker(db, { STORAGE_DIR: storage, METRICS_TOKEN: metricsToken });
+    try {
+      const base = await worker.baseUrl();
+      const get = (path: string, token: string) =>
+        fetch(`${base}${path}`, { headers: { authorization: `Bearer ${token}` } });
+      // The internal token does not open /metrics once METRICS_TOKEN is set.
+      const refused = await get("/metrics", TEST_TOKEN);
+      assert.equal(refused.status, 401);
+      await refused.body?.cancel();
+      let m = parseScrape("");
+      await waitFor("every consumer to hold its lock", async () => {
+        const res = await get("/metrics", metricsToken);
+        assert.equal(res.status, 200);
+        m = parseScrape(await res.text());
+        return ["ingestion", "user_ingestion", "enrichment", "ssg"].every((queue) =>
+          valueOf(m, "textstack_worker_lock_held", { queue }) === 1
+        );
+      }, 30_000);
+      const queues = new Set(
+        m.samples.get("textstack_worker_jobs")!.map((s) => s.labels.queue),
+      );
+      assert.deepEqual(
+        [...queues].sort(),
+        ["auto-publish", "enrichment", "ingestion", "seo", "ssg", "user_ingestion"],
+      );
+      for (const queue of ["auto-publish", "seo"]) {
+        assert.throws(() => valueOf(m, "textstack_worker_lock_held", { queue }), /No sample/);
+      }
+      assert.equal(valueOf(m, "textstack_worker_breakers_open", { queue: "auto-publish" }), 0);
+      assert.equal(valueOf(m, "textstack_worker_listener_reconnects_total"), 0);
+      assert.equal(valueOf(m, "textstack_worker_db_pool_max", { pool: "pool" }), 10);
+
+      const doc = await (await get("/internal/openapi.json", TEST_TOKEN)).json();
+      const groups = new Set(Object.keys(doc.paths).map((p) => p.split("/")[2]));
+      assert.deepEqual([...groups].sort(), [
+        "auto-publish",
+        "editions",
+        "enrichment",
+        "events",
+        "ingestion",
+        "openapi.json",
+        "seo",
+        "ssg",
+        "user-books",
+      ]);
+    } finally {
+      worker.child.kill("SIGTERM");
+      await worker.exited;
+      await Deno.remove(storage, { recursive: true });
     }
   },
 );
