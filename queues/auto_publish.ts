@@ -371,7 +371,7 @@ export async function recover(ctx: Pick<AutoPublishContext, "sql" | "events">): 
 export async function claim(
   ctx: Pick<AutoPublishContext, "sql" | "events">,
 ): Promise<ClaimedAutoPublishJob | null> {
-  const [job] = await ctx.sql<ClaimedAutoPublishJob[]>`
+  const [row] = await ctx.sql<(ClaimedAutoPublishJob & { runnable_for_s: number | null })[]>`
     with claimed as (
       update auto_publish_jobs
       set status = 'Running', attempt_count = attempt_count + 1, claim_token = gen_random_uuid(),
@@ -383,14 +383,21 @@ export async function claim(
         for update skip locked
         limit 1
       )
-      returning *
+      returning *, (
+        -- The wake latency (issue 12; here the poller's latency): a subquery in RETURNING reads
+        -- the statement's snapshot, so it sees the row before this claim, Queued since its last
+        -- write (insert, give-back, retry).
+        select extract(epoch from now() - o.updated_at)::float8
+        from auto_publish_jobs o where o.id = auto_publish_jobs.id and o.status = 'Queued'
+      ) as runnable_for_s
     )
-    select ${ctx.sql(COLUMNS.map((c) => `c.${c}`))}, c.claim_token,
+    select ${ctx.sql(COLUMNS.map((c) => `c.${c}`))}, c.claim_token, c.runnable_for_s,
            jsonb_build_object('id', e.id::text, 'title', e.title, 'author', e.author,
                               'published_at', e.published_at) as edition
     from claimed c join editions e on e.id = c.edition_id`;
-  if (!job) return null;
-  publish(ctx, job, "claimed");
+  if (!row) return null;
+  const { runnable_for_s, ...job } = row;
+  publish(ctx, job, "claimed", runnable_for_s);
   return job;
 }
 
@@ -503,6 +510,7 @@ function publish(
   ctx: Pick<AutoPublishContext, "events">,
   row: AutoPublishJobRow,
   transition: JobEvent["transition"],
+  runnableForS?: number | null,
 ): void {
   ctx.events.publish({
     queue: name,
@@ -511,5 +519,6 @@ function publish(
     status: row.status,
     attempt: row.attempt_count,
     error: row.error,
+    ...(transition === "claimed" ? { runnableForS: runnableForS ?? null } : {}),
   });
 }

@@ -313,7 +313,7 @@ function pick(row: { status: EnrichmentStatus; attempt_count: number }) {
  * @returns the claimed book, or null when none is Pending.
  */
 export async function claim(ctx: EnrichmentContext): Promise<EnrichmentJob | null> {
-  const [job] = await ctx.sql<EnrichmentJob[]>`
+  const [row] = await ctx.sql<(EnrichmentJob & { runnable_for_s: number | null })[]>`
     update user_books
     set metadata_enrichment_status = 'Running',
         metadata_enrichment_attempt_count = metadata_enrichment_attempt_count + 1,
@@ -328,14 +328,23 @@ export async function claim(ctx: EnrichmentContext): Promise<EnrichmentJob | nul
       limit 1
     )
     returning id, metadata_enrichment_attempt_count as attempt_count,
-              metadata_enrichment_claimed_by as claimed_by, title, author`;
-  if (!job) return null;
+              metadata_enrichment_claimed_by as claimed_by, title, author, (
+                -- The wake latency (issue 12): a subquery in RETURNING reads the statement's
+                -- snapshot, so it sees the row as it was before this claim: Pending since its
+                -- last write (the completing ingestion, a give-back, a retry, a recovery).
+                select extract(epoch from now() - o.updated_at)::float8
+                from user_books o
+                where o.id = user_books.id and o.metadata_enrichment_status = 'Pending'
+              ) as runnable_for_s`;
+  if (!row) return null;
+  const { runnable_for_s, ...job } = row;
   ctx.events.publish({
     queue: name,
     id: job.id,
     transition: "claimed",
     status: "Running",
     attempt: job.attempt_count,
+    runnableForS: runnable_for_s,
   });
   return job;
 }

@@ -244,7 +244,7 @@ export async function sweep(
  */
 export async function claim(ctx: SeoContext, limit: number): Promise<ClaimedSeoJob[]> {
   await sweep(ctx);
-  const jobs = await ctx.sql<ClaimedSeoJob[]>`
+  const rows = await ctx.sql<(ClaimedSeoJob & { runnable_for_s: number | null })[]>`
     with picked as (
       select id as picked_id from seo_backfill_jobs
       where status = 'Queued'
@@ -257,13 +257,22 @@ export async function claim(ctx: SeoContext, limit: number): Promise<ClaimedSeoJ
           claim_token = gen_random_uuid(), claimed_at = now(), claimed_via = 'poller',
           updated_at = now()
       from picked where j.id = picked.picked_id
-      returning j.*
+      returning j.*, (
+        -- The wake latency (issue 12; here the poller's latency): a subquery in RETURNING reads
+        -- the statement's snapshot, so it sees the row before this claim, Queued since its last
+        -- write (insert, give-back, retry).
+        select extract(epoch from now() - o.updated_at)::float8
+        from seo_backfill_jobs o where o.id = j.id and o.status = 'Queued'
+      ) as runnable_for_s
     )
-    select ${ctx.sql(COLUMNS.map((c) => `c.${c}`))}, c.claim_token, ${editionJson(ctx.sql)}
+    select ${ctx.sql(COLUMNS.map((c) => `c.${c}`))}, c.claim_token, c.runnable_for_s,
+           ${editionJson(ctx.sql)}
     from claimed c join editions e on e.id = c.edition_id
     order by c.created_at, c.id`;
-  for (const job of jobs) publish(ctx, job, "claimed");
-  return [...jobs];
+  return rows.map(({ runnable_for_s, ...job }) => {
+    publish(ctx, job, "claimed", runnable_for_s);
+    return job;
+  });
 }
 
 /**
@@ -436,6 +445,7 @@ function publish(
   ctx: Pick<SeoContext, "events">,
   row: SeoJobRow,
   transition: JobEvent["transition"],
+  runnableForS?: number | null,
 ): void {
   ctx.events.publish({
     queue: name,
@@ -444,5 +454,6 @@ function publish(
     status: row.status,
     attempt: row.attempt_count,
     error: row.error,
+    ...(transition === "claimed" ? { runnableForS: runnableForS ?? null } : {}),
   });
 }

@@ -274,7 +274,7 @@ export async function recoverOrphans(ctx: SsgContext, _signal: AbortSignal): Pro
  * @returns the claimed job, or null when none is queued.
  */
 export async function claim(ctx: SsgContext): Promise<SsgJob | null> {
-  const [job] = await ctx.sql<SsgJob[]>`
+  const [row] = await ctx.sql<(SsgJob & { runnable_for_s: number | null })[]>`
     update ssg_rebuild_jobs
     set status = 'Running', started_at = now(), attempt_count = attempt_count + 1,
         claimed_by = ${ctx.bootId}, finished_at = null, updated_at = now()
@@ -285,14 +285,22 @@ export async function claim(ctx: SsgContext): Promise<SsgJob | null> {
       limit 1
       for update skip locked
     )
-    returning id, attempt_count, claimed_by`;
-  if (!job) return null;
+    returning id, attempt_count, claimed_by, (
+      -- The wake latency (issue 12): a subquery in RETURNING reads the statement's snapshot, so it
+      -- sees the row as it was before this claim: runnable since its last write (insert,
+      -- give-back, retry).
+      select extract(epoch from now() - o.updated_at)::float8
+      from ssg_rebuild_jobs o where o.id = ssg_rebuild_jobs.id and o.status = 'Queued'
+    ) as runnable_for_s`;
+  if (!row) return null;
+  const { runnable_for_s, ...job } = row;
   ctx.events.publish({
     queue: name,
     id: job.id,
     transition: "claimed",
     status: "Running",
     attempt: job.attempt_count,
+    runnableForS: runnable_for_s,
   });
   return job;
 }

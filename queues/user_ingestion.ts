@@ -328,7 +328,7 @@ function publishRecovered(
  * @returns the claimed job, or null when nothing is runnable.
  */
 export async function claim(ctx: UserIngestionContext): Promise<UserIngestionJob | null> {
-  const [job] = await ctx.sql<UserIngestionJob[]>`
+  const [row] = await ctx.sql<(UserIngestionJob & { runnable_for_s: number | null })[]>`
     update user_ingestion_jobs
     set status = 'Processing', attempt_count = attempt_count + 1, claimed_by = ${ctx.bootId},
         claimed_at = now(), updated_at = now()
@@ -342,14 +342,22 @@ export async function claim(ctx: UserIngestionContext): Promise<UserIngestionJob
       for update skip locked
       limit 1
     )
-    returning id, user_book_id, source_path, attempt_count, claimed_by`;
-  if (!job) return null;
+    returning id, user_book_id, source_path, attempt_count, claimed_by, (
+      -- The wake latency (issue 12): a subquery in RETURNING reads the statement's snapshot, so it
+      -- sees the row as it was before this claim: runnable since its last write (insert,
+      -- give-back, retry) or its run_after, whichever is later; null for a stale re-pick.
+      select extract(epoch from now() - greatest(o.run_after, o.updated_at))::float8
+      from user_ingestion_jobs o where o.id = user_ingestion_jobs.id and o.status = 'Queued'
+    ) as runnable_for_s`;
+  if (!row) return null;
+  const { runnable_for_s, ...job } = row;
   ctx.events.publish({
     queue: name,
     id: job.id,
     transition: "claimed",
     status: "Processing",
     attempt: job.attempt_count,
+    runnableForS: runnable_for_s,
   });
   return job;
 }

@@ -1,5 +1,10 @@
 import assert from "node:assert/strict";
 import * as ingestion from "../queues/ingestion.ts";
+import * as ssg from "../queues/ssg.ts";
+import * as userIngestion from "../queues/user_ingestion.ts";
+import * as enrichment from "../queues/enrichment.ts";
+import * as autoPublish from "../queues/auto_publish.ts";
+import * as seo from "../queues/seo_backfill.ts";
 import { createMetrics, metricsRoutes } from "../lib/metrics.ts";
 import { StatsCache } from "../lib/stats_cache.ts";
 import { ingestionView } from "../queues/ingestion_view.ts";
@@ -334,5 +339,58 @@ dbTest(
       await worker.exited;
       await Deno.remove(storage, { recursive: true });
     }
+  },
+);
+
+dbTest(
+  "wake latency: every queue's claim reports how long its job was runnable, by the database clock",
+  async (db) => {
+    const ctx = await ingestionContext(db);
+    const claimed = new Map<string, number | null | undefined>();
+    ctx.events.observe((e) => {
+      if (e.transition === "claimed") claimed.set(e.queue, e.runnableForS);
+    });
+    const ago = db.sql`now() - interval '20 seconds'`;
+    const [{ id: edition }] = await db.sql<{ id: string }[]>`
+      insert into editions (title, format) values ('Wake', 'txt') returning id`;
+    await db.sql`insert into ssg_rebuild_jobs (kind, updated_at) values ('Full', ${ago})`;
+    const [{ id: book }] = await db.sql<{ id: string }[]>`
+      insert into user_books (owner_id) values (7) returning id`;
+    await db.sql`
+      insert into user_ingestion_jobs (user_book_id, source_path, run_after, updated_at)
+      values (${book}, 'u.txt', ${ago}, ${ago})`;
+    await db.sql`
+      insert into user_books (owner_id, status, metadata_enrichment_status, updated_at)
+      values (8, 'Ready', 'Pending', ${ago})`;
+    await db
+      .sql`insert into auto_publish_jobs (edition_id, updated_at) values (${edition}, ${ago})`;
+    await db
+      .sql`insert into seo_backfill_jobs (edition_id, updated_at) values (${edition}, ${ago})`;
+
+    assert.ok(await ssg.claim({ ...ctx, siteDir: "", siteUrl: "" }));
+    assert.ok(await userIngestion.claim({ ...ctx, staleAfterMs: 120_000 }));
+    assert.ok(await enrichment.claim({ ...ctx, staleAfterMs: 600_000, remote: null }));
+    const published = await autoPublish.claim(ctx);
+    assert.ok(published);
+    assert.equal("runnable_for_s" in published, false, "the poller's job keeps its shape");
+    const [seoJob] = await seo.claim({ ...ctx, staleAfterMs: 3_600_000 }, 5);
+    assert.equal("runnable_for_s" in seoJob, false, "the poller's job keeps its shape");
+    assert.deepEqual([...claimed.keys()].sort(), [
+      "auto-publish",
+      "enrichment",
+      "seo",
+      "ssg",
+      "user_ingestion",
+    ]);
+    for (const [queue, seconds] of claimed) {
+      assert.ok(
+        typeof seconds === "number" && seconds >= 20 && seconds < 25,
+        `${queue}: ${seconds}`,
+      );
+    }
+    // The crew path inserts its job already Running: no wake was for it.
+    claimed.clear();
+    assert.ok(await seo.crew(ctx, edition));
+    assert.equal(claimed.get("seo"), null);
   },
 );
