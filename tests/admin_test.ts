@@ -3,23 +3,32 @@ import { adminRoutes, SESSION_COOKIE } from "../lib/admin.tsx";
 import { Lifecycle } from "../lib/lifecycle.ts";
 import { StatsCache } from "../lib/stats_cache.ts";
 import { ingestionView } from "../queues/ingestion_view.ts";
+import { userIngestionView } from "../queues/user_ingestion_view.ts";
+import { enrichmentView } from "../queues/enrichment_view.ts";
+import { ssgView } from "../queues/ssg_view.ts";
+import { autoPublishView } from "../queues/auto_publish_view.ts";
+import { seoView } from "../queues/seo_backfill_view.ts";
+import type { QueueView } from "../lib/queue_view.ts";
 import { dbTest, type TestDb } from "./_db.ts";
 import { ingestionContext, insertJob } from "./_ingestion.ts";
 
 const TOKEN = "admin-test-token-0123456789";
 const ORIGIN = "http://localhost";
+const ALL_VIEWS = [
+  ingestionView,
+  userIngestionView,
+  enrichmentView,
+  ssgView,
+  autoPublishView,
+  seoView,
+];
 
-async function setup(db: TestDb) {
+async function setup(db: TestDb, views: QueueView[] = [ingestionView]) {
   const ctx = await ingestionContext(db);
-  const cache = new StatsCache({
-    sql: db.sql,
-    schema: db.schema,
-    views: [ingestionView],
-    log: ctx.log,
-  });
+  const cache = new StatsCache({ sql: db.sql, schema: db.schema, views, log: ctx.log });
   const app = adminRoutes({
     token: TOKEN,
-    views: [ingestionView],
+    views,
     cache,
     ctx,
     locks: new Map(),
@@ -118,3 +127,79 @@ dbTest("/admin job page offers retry for a Failed job only; retry re-queues it",
   assert.ok(list.indexOf(`data-job="${failed}"`) < list.indexOf(`data-job="${queued}"`));
   assert.equal(SESSION_COOKIE, "textstack_admin");
 });
+
+dbTest(
+  "/admin covers all six queues; retry follows each queue's own rule",
+  async (db) => {
+    const { app, form, login } = await setup(db, ALL_VIEWS);
+    const { cookie } = await login();
+    const get = async (path: string) => {
+      const res = await app.request(`${ORIGIN}${path}`, { headers: { cookie } });
+      return { status: res.status, text: await res.text() };
+    };
+    const overview = await get("/admin");
+    for (const view of ALL_VIEWS) {
+      assert.match(overview.text, new RegExp(`data-queue="${view.name}"`));
+      assert.equal((await get(`/admin/queues/${view.name}`)).status, 200, view.name);
+    }
+    assert.match(overview.text, /host poller/);
+
+    // ssg: a Failed rebuild is not re-queued while another Full rebuild is Queued.
+    const [{ id: failedSsg }] = await db.sql<{ id: string }[]>`
+      insert into ssg_rebuild_jobs (status, error, finished_at)
+      values ('Failed', 'render failed', now()) returning id`;
+    await db.sql`insert into ssg_rebuild_jobs (status) values ('Queued')`;
+    assert.match((await get(`/admin/queues/ssg/jobs/${failedSsg}`)).text, /Retry job #/);
+    const refused = await form(`/admin/queues/ssg/jobs/${failedSsg}/retry`, {}, { cookie });
+    assert.equal(refused.status, 409);
+    assert.match(await refused.text(), /another Full rebuild is already Queued/);
+    const [ssgRow] = await db.sql`select status from ssg_rebuild_jobs where id = ${failedSsg}`;
+    assert.equal(ssgRow.status, "Failed");
+
+    // auto-publish: retried, unless its edition has another job in flight.
+    const [{ id: edition }] = await db.sql<{ id: string }[]>`
+      insert into editions (title, format) values ('Fables', 'txt') returning id`;
+    const [{ id: failedPub }] = await db.sql<{ id: string }[]>`
+      insert into auto_publish_jobs (edition_id, status, error, finished_at)
+      values (${edition}, 'Failed', 'publish step failed', now()) returning id`;
+    const [{ id: queuedPub }] = await db.sql<{ id: string }[]>`
+      insert into auto_publish_jobs (edition_id) values (${edition}) returning id`;
+    const busy = await form(`/admin/queues/auto-publish/jobs/${failedPub}/retry`, {}, { cookie });
+    assert.equal(busy.status, 409);
+    assert.match(await busy.text(), /already has a Queued or Running job/);
+    await db.sql`update auto_publish_jobs set status = 'Completed' where id = ${queuedPub}`;
+    const ok = await form(`/admin/queues/auto-publish/jobs/${failedPub}/retry`, {}, { cookie });
+    assert.equal(ok.status, 303);
+    const [pubRow] = await db.sql`select status from auto_publish_jobs where id = ${failedPub}`;
+    assert.equal(pubRow.status, "Queued");
+    // The dashboard never shows a claim token.
+    await db
+      .sql`update auto_publish_jobs set claim_token = gen_random_uuid() where id = ${failedPub}`;
+    assert.doesNotMatch(
+      (await get(`/admin/queues/auto-publish/jobs/${failedPub}`)).text,
+      /claim_token/,
+    );
+
+    // enrichment: Failed → Pending (its own runnable status); the job id is the user book's.
+    const [{ id: book }] = await db.sql<{ id: string }[]>`
+      insert into user_books (owner_id, status, metadata_enrichment_status,
+                              metadata_enrichment_attempt_count, metadata_enrichment_error)
+      values (7, 'Ready', 'Failed', 3, 'HTTP 400') returning id`;
+    const page = await get(`/admin/queues/enrichment?status=Failed`);
+    assert.match(page.text, new RegExp(`data-job="${book}"`));
+    const enriched = await form(`/admin/queues/enrichment/jobs/${book}/retry`, {}, { cookie });
+    assert.equal(enriched.status, 303);
+    const [bookRow] = await db.sql`
+      select metadata_enrichment_status as status, metadata_enrichment_attempt_count as attempts
+      from user_books where id = ${book}`;
+    assert.deepEqual({ ...bookRow }, { status: "Pending", attempts: 0 });
+    const again = await form(`/admin/queues/enrichment/jobs/${book}/retry`, {}, { cookie });
+    assert.equal(again.status, 409);
+    assert.match(await again.text(), /it is Pending; only Failed jobs can be retried/);
+
+    // A status filter the queue does not have, and an id past the bigint range.
+    assert.equal((await get("/admin/queues/enrichment?status=Queued")).status, 400);
+    assert.equal((await get("/admin/queues/ssg/jobs/9223372036854775808")).status, 404);
+    assert.equal((await get("/admin/queues/ssg/jobs/9223372036854775807")).status, 404);
+  },
+);
