@@ -111,36 +111,30 @@ export class StatsCache {
   async #refresh(): Promise<void> {
     const { sql, schema, views } = this.#o;
     try {
-      const [[{ at }], holders, connections, perQueue] = await Promise.all([
-        sql<{ at: Date }[]>`select now() as at`,
-        lockHolders(sql, schema, views.filter((v) => v.consumer === "worker").map((v) => v.name)),
-        sql<ConnectionCount[]>`
-          select application_name as application, coalesce(state, 'unknown') as state,
-                 count(*)::int as count
-          from pg_stat_activity
-          where datname = current_database() and application_name like 'textstack%'
-          group by 1, 2`,
-        Promise.all(views.map(async (v) => {
-          const [stats, lastHour, openBreakers] = await Promise.all([
-            v.stats(sql),
-            v.throughput(sql, 3600),
-            v.openBreakers?.(sql) ?? null,
-          ]);
-          return { name: v.name, stats, lastHour, openBreakers };
-        })),
-      ]);
-      this.#snapshot = {
-        at,
-        connections,
-        queues: new Map(
-          perQueue.map((q) => [q.name, {
-            stats: q.stats,
-            lastHour: q.lastHour,
-            holder: holders.get(q.name) ?? null,
-            openBreakers: q.openBreakers,
-          }]),
-        ),
-      };
+      // One statement at a time: a refresh holds at most one pool connection, so it never
+      // crowds the claims and the API out of the pool (10) in a burst every interval.
+      const [{ at }] = await sql<{ at: Date }[]>`select now() as at`;
+      const holders = await lockHolders(
+        sql,
+        schema,
+        views.filter((v) => v.consumer === "worker").map((v) => v.name),
+      );
+      const connections = await sql<ConnectionCount[]>`
+        select application_name as application, coalesce(state, 'unknown') as state,
+               count(*)::int as count
+        from pg_stat_activity
+        where datname = current_database() and application_name like 'textstack%'
+        group by 1, 2`;
+      const queues = new Map<string, QueueSnapshot>();
+      for (const view of views) {
+        queues.set(view.name, {
+          stats: await view.stats(sql),
+          lastHour: await view.throughput(sql, 3600),
+          holder: holders.get(view.name) ?? null,
+          openBreakers: view.openBreakers ? await view.openBreakers(sql) : null,
+        });
+      }
+      this.#snapshot = { at, connections, queues };
     } catch (err) {
       this.#o.log.warn({ err: String(err) }, "queue stats refresh failed; keeping the last");
     }

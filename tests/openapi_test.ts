@@ -73,8 +73,7 @@ dbTest(
     assert.equal(param.in, "path");
     assert.equal(param.schema.pattern, "^[1-9]\\d{0,18}$");
     // A body the route parses by hand (the upload) is described by the schemas it parses with.
-    const upload = doc.paths["/internal/user-books/"]?.post ?? doc.paths["/internal/user-books"]
-      ?.post;
+    const upload = doc.paths["/internal/user-books"].post;
     assert.deepEqual(Object.keys(upload.requestBody.content).sort(), [
       "application/json",
       "multipart/form-data",
@@ -89,5 +88,26 @@ dbTest(
     const list = doc.paths["/internal/auto-publish/jobs"].get.parameters
       .map((p: { name: string; in: string }) => `${p.in}:${p.name}`).sort();
     assert.deepEqual(list, ["query:before", "query:limit", "query:status"]);
+
+    // The README's route table is this document: method, path and summary of every route.
+    const rows: string[][] = [];
+    for (const [path, methods] of Object.entries(doc.paths as Record<string, object>)) {
+      for (const [method, op] of Object.entries(methods as Record<string, { summary: string }>)) {
+        rows.push([method.toUpperCase(), `\`${path}\``, op.summary]);
+      }
+    }
+    const readme = await Deno.readTextFile(new URL("../README.md", import.meta.url));
+    const table = readme.split("<!-- routes:start")[1]?.split("<!-- routes:end -->")[0] ?? "";
+    const inReadme = table.split("\n").filter((line) =>
+      /^\| (GET|POST|PUT|PATCH|DELETE) /.test(line)
+    )
+      .map((line) => line.split("|").slice(1, -1).map((cell) => cell.trim()));
+    assert.deepEqual(
+      inReadme,
+      rows,
+      "README.md's route table differs from the document; paste this between its markers:\n\n" +
+        "| Method | Path | What |\n| --- | --- | --- |\n" +
+        rows.map((r) => `| ${r.join(" | ")} |`).join("\n"),
+    );
   },
 );
