@@ -388,6 +388,11 @@ dbTest(
         `${queue}: ${seconds}`,
       );
     }
+    // A stale re-pick is not a wake: no latency for it.
+    await db.sql`update user_ingestion_jobs set claimed_at = now() - interval '1 hour'`;
+    claimed.clear();
+    assert.ok(await userIngestion.claim({ ...ctx, staleAfterMs: 120_000 }));
+    assert.equal(claimed.get("user_ingestion"), null);
     // The crew path inserts its job already Running: no wake was for it.
     claimed.clear();
     assert.ok(await seo.crew(ctx, edition));
