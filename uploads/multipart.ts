@@ -66,7 +66,14 @@ export async function receiveUpload(
   await Deno.mkdir(dir, { recursive: true });
 
   const fields: Record<string, string> = {};
-  let saved: { path: string; name: string; filename: string; written: Promise<void> } | null = null;
+  type Saved = {
+    path: string;
+    name: string;
+    filename: string;
+    out: ReturnType<typeof createWriteStream>;
+    written: Promise<void>;
+  };
+  let saved: Saved | null = null;
   let size = 0;
   let problem: UploadError | null = null;
   let parser: busboy.Busboy;
@@ -91,6 +98,15 @@ export async function receiveUpload(
     const name = `${crypto.randomUUID()}${/^\.[a-z0-9]{1,10}$/.test(ext) ? ext : ""}`;
     const path = join(dir, name);
     const out = createWriteStream(path, { mode: 0o600 });
+    // A body cut short makes busboy destroy this part's stream with "Unexpected end of form"; the
+    // parser reports it too (the request's 400), but an error event on a stream with no listener
+    // is an uncaught error that would end the whole worker (review4). End the file so the
+    // partial one can be removed.
+    stream.on("error", (err: Error) => {
+      problem ??= new UploadError(400, `Cannot read the multipart body: ${err.message}`);
+      stream.unpipe(out);
+      out.end();
+    });
     stream.on("data", (chunk: Uint8Array) => void (size += chunk.length));
     stream.on("limit", () => {
       problem = tooLarge(maxBytes);
@@ -99,7 +115,11 @@ export async function receiveUpload(
       out.end();
     });
     stream.pipe(out);
-    saved = { path, name, filename: info.filename ?? "", written: finished(out) };
+    const written = finished(out);
+    // Observed at once: a write error (a full disk) before the parser closes is this request's
+    // failure, reported below, never an unhandled rejection.
+    written.catch(() => {});
+    saved = { path, name, filename: info.filename ?? "", out, written };
   });
   parser.on("filesLimit", () => {
     problem ??= new UploadError(400, 'Unexpected second file: send one part "file"');
@@ -113,15 +133,17 @@ export async function receiveUpload(
       parser.on("error", reject);
       body.on("error", reject);
     });
-    await (saved as { written: Promise<void> } | null)?.written;
+    await (saved as Saved | null)?.written;
   } catch (err) {
     problem ??= new UploadError(400, `Cannot read the multipart body: ${(err as Error).message}`);
     body.unpipe(parser);
     body.destroy();
+    // A body that errors (the client's connection dropped) never ends the parser or the file
+    // part: close both, or the wait for the file below never ends and the file is left behind.
+    parser.destroy();
+    (saved as Saved | null)?.out.destroy();
   }
-  const file = saved as
-    | { path: string; name: string; filename: string; written: Promise<void> }
-    | null;
+  const file = saved as Saved | null;
   if (problem || !file) {
     if (file) {
       await file.written.catch(() => {});
