@@ -14,6 +14,7 @@
  * @module
  */
 import { Hono, type MiddlewareHandler } from "hono";
+import { bodyLimit } from "hono/body-limit";
 import { csrf } from "hono/csrf";
 import { deleteCookie, getSignedCookie, setSignedCookie } from "hono/cookie";
 import { timingSafeEqual } from "hono/utils/buffer";
@@ -30,6 +31,12 @@ export const SESSION_COOKIE = "textstack_admin";
 export const SESSION_SECONDS = 12 * 3600;
 /** Jobs per page on a queue's page. */
 export const PAGE_SIZE = 50;
+/**
+ * Largest `/admin` request body, in bytes (413 above it, before it is read): the sign-in form and
+ * the retry button are far smaller, and the sign-in form is open to anyone who reaches the port
+ * (review4: a 200 MB sign-in body grew the worker by 450 MB).
+ */
+export const ADMIN_MAX_BODY_BYTES = 4 * 1024;
 
 /** The process state behind "who holds the lock": a queue lock's live view (lib/lock.ts). */
 export interface LockState {
@@ -78,6 +85,21 @@ export function adminRoutes(deps: AdminDeps): Hono {
     return typeof value === "string" && Number(value) > Date.now();
   };
 
+  // Before anything reads a body (the sign-in form needs no session): a body past the limit is
+  // refused unread, as the 64 KiB limit under /internal.
+  const limit = bodyLimit({
+    maxSize: ADMIN_MAX_BODY_BYTES,
+    onError: (c) =>
+      c.html(
+        <MessagePage
+          title="Too large"
+          message={`The request body exceeds ${ADMIN_MAX_BODY_BYTES} bytes`}
+        />,
+        413,
+      ),
+  });
+  app.use("/admin/*", limit);
+  app.use("/admin", limit);
   app.use("/admin/*", csrf());
   app.use("/admin", csrf());
 

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { adminRoutes, SESSION_COOKIE } from "../lib/admin.tsx";
+import { ADMIN_MAX_BODY_BYTES, adminRoutes, SESSION_COOKIE } from "../lib/admin.tsx";
 import { Lifecycle } from "../lib/lifecycle.ts";
 import { StatsCache } from "../lib/stats_cache.ts";
 import { ingestionView } from "../queues/ingestion_view.ts";
@@ -201,5 +201,22 @@ dbTest(
     assert.equal((await get("/admin/queues/enrichment?status=Queued")).status, 400);
     assert.equal((await get("/admin/queues/ssg/jobs/9223372036854775808")).status, 404);
     assert.equal((await get("/admin/queues/ssg/jobs/9223372036854775807")).status, 404);
+  },
+);
+
+dbTest(
+  "/admin form posts over 4 KiB are refused with 413 before they are read, signed in or not",
+  async (db) => {
+    const { form, login } = await setup(db);
+    // Unauthenticated: a huge sign-in form must not be buffered whole (memory) nor compared.
+    const big = await form("/admin/login", { token: "x".repeat(ADMIN_MAX_BODY_BYTES) });
+    assert.equal(big.status, 413);
+    assert.equal(big.headers.get("set-cookie"), null);
+    // The real sign-in form and the retry button stay far below the limit.
+    const { cookie } = await login();
+    const retry = await form("/admin/queues/ingestion/jobs/1/retry", {
+      pad: "x".repeat(ADMIN_MAX_BODY_BYTES),
+    }, { cookie });
+    assert.equal(retry.status, 413);
   },
 );
