@@ -52,8 +52,9 @@ export interface ApiDeps {
   /** Route groups mounted under `/internal`, by path, e.g. `{ "/ingestion": ingestionRoutes }`. */
   routes: Record<string, Hono>;
   /**
-   * Paths under `/internal` exempt from the JSON body limit, e.g. `["/user-books"]` for an upload
-   * route that streams and caps its body itself.
+   * Paths under `/internal` whose `multipart/form-data` bodies are exempt from the body limit (other
+   * content types keep it), e.g. `["/user-books"]` for an upload route that streams and caps its
+   * body itself.
    */
   unlimitedBodies?: ReadonlyArray<string>;
   /** Apps mounted at the root with their own auth, e.g. `/metrics` and `/admin`. */
@@ -164,9 +165,15 @@ export function createApi(deps: ApiDeps): Hono {
     onError: (c) => c.json({ error: `Request body exceeds ${MAX_BODY_BYTES} bytes` }, 413),
   });
   const unlimited = new Set((deps.unlimitedBodies ?? []).map((path) => `/internal${path}`));
+  // Only a multipart upload is exempt: the same path's JSON body is read whole (review4: 30 MB
+  // of JSON there was buffered and parsed).
   app.use(
     "/internal/*",
-    (c, next) => unlimited.has(c.req.path.replace(/\/$/, "")) ? next() : limit(c, next),
+    (c, next) =>
+      unlimited.has(c.req.path.replace(/\/$/, "")) &&
+        /^multipart\/form-data\b/i.test(c.req.header("content-type") ?? "")
+        ? next()
+        : limit(c, next),
   );
   // Object messages make bearerAuth answer JSON, like every other error here.
   app.use(

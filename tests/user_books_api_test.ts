@@ -129,6 +129,23 @@ dbTest(
 );
 
 dbTest(
+  "POST /internal/user-books JSON (not an upload) keeps the 64 KiB body limit: 413, unread",
+  async (db) => {
+    const { ctx, postJson } = await setup(db);
+    await Deno.writeTextFile(`${ctx.storageDir}/a.txt`, "hello");
+    const res = await postJson({
+      owner_id: 7,
+      source_path: "a.txt",
+      pad: "x".repeat(MAX_BODY_BYTES),
+    });
+    assert.equal(res.status, 413);
+    assert.match((await res.json()).error, /exceeds 65536 bytes/);
+    const [{ count }] = await ctx.sql`select count(*)::int as count from user_books`;
+    assert.equal(count, 0);
+  },
+);
+
+dbTest(
   "POST /internal/user-books JSON enqueues a file already under STORAGE_DIR; owner_id as number or string",
   async (db) => {
     const { ctx, postJson } = await setup(db);
