@@ -153,6 +153,7 @@ export function adminRoutes(deps: AdminDeps): Hono {
       <OverviewPage
         views={views}
         snapshot={deps.cache.snapshot}
+        intervalMs={deps.cache.intervalMs}
         holdsLock={(queue, pid) => deps.locks.get(queue)?.backendPid === pid}
       />,
     ));

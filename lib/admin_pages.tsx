@@ -56,6 +56,8 @@ const LIVE_SCRIPT = `(() => {
   events.addEventListener("ready", () => { document.body.dataset.live = "ready"; soon(); });
 })();`;
 
+const seconds = (ms: number): string => String(Math.round(ms / 100) / 10);
+
 const time = (value: unknown): string =>
   value instanceof Date ? value.toISOString().replace("T", " ").replace(/\.\d+Z$/, "Z") : "—";
 
@@ -119,14 +121,16 @@ export const LoginPage: FC<{ error?: string }> = ({ error }) => (
 export const OverviewPage: FC<{
   views: readonly QueueView[];
   snapshot: StatsSnapshot | undefined;
+  /** The background count's interval, in ms (`STATS_INTERVAL_MS`). */
+  intervalMs: number;
   holdsLock: (queue: string, pid: number) => boolean;
-}> = ({ views, snapshot, holdsLock }) => (
+}> = ({ views, snapshot, intervalMs, holdsLock }) => (
   <Layout title="Overview" views={views} live>
     <div id="overview" data-live-region>
       <p class="muted">
         Counts as of{" "}
         {snapshot ? time(snapshot.at) : "— (first count pending)"}, refreshed in the background
-        about every 10 s.
+        about every {seconds(intervalMs)} s.
       </p>
       <table>
         <caption>Queues</caption>

@@ -74,6 +74,11 @@ export class StatsCache {
     this.#o = { intervalMs: 10_000, jitterMs: 1_000, ...options };
   }
 
+  /** How often the count runs, in ms (± the jitter): `STATS_INTERVAL_MS`. */
+  get intervalMs(): number {
+    return this.#o.intervalMs;
+  }
+
   /** The last completed refresh; undefined before the first one. */
   get snapshot(): StatsSnapshot | undefined {
     return this.#snapshot;

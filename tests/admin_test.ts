@@ -220,3 +220,36 @@ dbTest(
     assert.equal(retry.status, 413);
   },
 );
+
+dbTest(
+  "/admin overview states the background count's real interval (STATS_INTERVAL_MS)",
+  async (db) => {
+    const ctx = await ingestionContext(db);
+    const views = [ingestionView];
+    const cache = new StatsCache({
+      sql: db.sql,
+      schema: db.schema,
+      views,
+      log: ctx.log,
+      intervalMs: 60_000,
+    });
+    const app = adminRoutes({
+      token: TOKEN,
+      views,
+      cache,
+      ctx,
+      locks: new Map(),
+      events: ctx.events,
+      lifecycle: new Lifecycle(ctx.log, 2000),
+      log: ctx.log,
+    });
+    const res = await app.request(`${ORIGIN}/admin/login`, {
+      method: "POST",
+      headers: { "content-type": "application/x-www-form-urlencoded", origin: ORIGIN },
+      body: new URLSearchParams({ token: TOKEN }).toString(),
+    });
+    const cookie = (res.headers.get("set-cookie") ?? "").split(";")[0];
+    const page = await (await app.request(`${ORIGIN}/admin`, { headers: { cookie } })).text();
+    assert.match(page, /refreshed in the background\s+about every 60 s\./);
+  },
+);
