@@ -7,14 +7,13 @@
  * a warning (issue 10: "a JPEG page in the spine failed the whole book").
  *
  * Linear in the book: one pass over the archive per kind of file (package, navigation, content,
- * resources), one parse and one tree walk per content document, and no tree kept once its chapter
- * is rendered.
+ * resources), one parse per content document (the sanitiser walks the parsed tree; nothing is
+ * serialised and parsed again), and no tree kept once its chapter is rendered.
  *
  * @module
  */
 import { DomUtils } from "htmlparser2";
 import { type ChildNode, type Element, isTag } from "domhandler";
-import { render } from "dom-serializer";
 import {
   type BookWarning,
   type BookWarningKind,
@@ -38,7 +37,13 @@ import {
 import { readNavLabels } from "./epub_nav.ts";
 import { attribute, field, list, readAuthor, readDirection, text, xml } from "./epub_package.ts";
 import { parseMarkup } from "./markup.ts";
-import { escapeHtml, isBlankHtml, sanitizeChapterHtml, sanitizeSvgFile } from "./sanitize.ts";
+import {
+  escapeHtml,
+  sanitizeChapterHtml,
+  type SanitizedHtml,
+  sanitizeNodes,
+  sanitizeSvgFile,
+} from "./sanitize.ts";
 import { refuseEncrypted } from "./epub_encryption.ts";
 
 const CONTAINER = "META-INF/container.xml";
@@ -175,13 +180,15 @@ export function extractEpub(bytes: Uint8Array, path: string, signal: AbortSignal
     if (page === null) continue;
     const fallbackTitle = `${fixedLayout ? "Page" : "Chapter"} ${rendered.length + 1}`;
     const label = navLabels.get(page.path) ?? null;
-    let chapter: { title: string; html: string };
+    let chapter: SanitizedHtml & { title: string };
     if (page.kind === "image") {
       const src = links.resourceFor(page.path);
       const alt = escapeHtml(label ?? "");
       chapter = {
         title: label ?? fallbackTitle,
-        html: src === null ? "" : sanitizeChapterHtml(`<p><img src="${src}" alt="${alt}"/></p>`),
+        ...(src === null
+          ? { html: "", blank: true }
+          : sanitizeChapterHtml(`<p><img src="${src}" alt="${alt}"/></p>`)),
       };
     } else {
       const source = documents.get(page.path);
@@ -202,7 +209,7 @@ export function extractEpub(bytes: Uint8Array, path: string, signal: AbortSignal
       }
       chapter.title ||= fallbackTitle;
     }
-    if (isBlankHtml(chapter.html)) {
+    if (chapter.blank) {
       warn("spine_item_skipped", `Spine item "${page.path}" shows nothing; it was left out`);
       continue;
     }
@@ -278,13 +285,13 @@ function renderDocument(
   bookTitle: string,
   bookLanguage: string | null,
   links: LinkRewriter,
-): { title: string; html: string } {
+): SanitizedHtml & { title: string } {
   const document = parseMarkup(source, { recognizeSelfClosing: true, recognizeCDATA: true });
   const root = document.children;
   let nodes: ChildNode[];
   let title: string | null = label;
   let ownTitle: string | null = null;
-  let wrapper = "";
+  let wrapper: { name: string; attribs: Record<string, string> } | null = null;
   if (page.kind === "svg") {
     const svg = DomUtils.findOne((element) => element.name === "svg", root);
     nodes = svg === null ? [] : [svg];
@@ -312,21 +319,16 @@ function renderDocument(
     const lang = html?.attribs["xml:lang"] ?? html?.attribs.lang ?? body?.attribs["xml:lang"] ??
       body?.attribs.lang;
     const dir = body?.attribs.dir ?? html?.attribs.dir;
-    const attrs = [
-      lang && lang.toLowerCase() !== bookLanguage?.toLowerCase()
-        ? ` lang="${escapeHtml(lang)}"`
-        : "",
-      dir === "rtl" || dir === "ltr" ? ` dir="${dir}"` : "",
-    ].join("");
-    if (attrs !== "") wrapper = `<div${attrs}>`;
+    const attribs: Record<string, string> = {};
+    if (lang && lang.toLowerCase() !== bookLanguage?.toLowerCase()) attribs.lang = lang;
+    if (dir === "rtl" || dir === "ltr") attribs.dir = dir;
+    if (Object.keys(attribs).length > 0) wrapper = { name: "div", attribs };
   }
   if (title === null && ownTitle && comparable(ownTitle) !== comparable(bookTitle)) {
     title = ownTitle;
   }
   links.rewrite(nodes, page.path);
-  const inner = render(nodes);
-  const html = sanitizeChapterHtml(wrapper === "" ? inner : `${wrapper}${inner}</div>`);
-  return { title: title ?? "", html };
+  return { title: title ?? "", ...sanitizeNodes(nodes, wrapper) };
 }
 
 /**

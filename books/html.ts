@@ -8,10 +8,9 @@
  */
 import { DomUtils } from "htmlparser2";
 import type { ChildNode } from "domhandler";
-import { render } from "dom-serializer";
 import { collapseWhitespace } from "./book.ts";
 import { parseMarkup } from "./markup.ts";
-import { sanitizeChapterHtml } from "./sanitize.ts";
+import { type SanitizedHtml, sanitizeNodes } from "./sanitize.ts";
 
 /** A parsed HTML or XHTML page: what the book readers need from it. */
 export interface HtmlPage {
@@ -64,11 +63,11 @@ export function takeFirstElement(nodes: ChildNode[], names: readonly string[]): 
 }
 
 /**
- * Serialise nodes and sanitise them into chapter markup.
+ * Sanitise nodes into chapter markup, straight from the tree (see `sanitizeNodes`).
  *
  * @param nodes a run of sibling or cousin nodes, in document order.
- * @returns a sanitised XHTML fragment (see `sanitizeChapterHtml`).
+ * @returns the sanitised fragment and whether it shows nothing.
  */
-export function renderChapterHtml(nodes: ChildNode[]): string {
-  return sanitizeChapterHtml(render(nodes));
+export function renderChapterHtml(nodes: ChildNode[]): SanitizedHtml {
+  return sanitizeNodes(nodes);
 }

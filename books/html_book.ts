@@ -17,7 +17,6 @@ import {
 } from "./book.ts";
 import { readGutenbergHeader } from "./gutenberg.ts";
 import { parseHtmlPage, renderChapterHtml } from "./html.ts";
-import { isBlankHtml } from "./sanitize.ts";
 import { parseByline } from "./text.ts";
 import { classifyLine } from "./text_headings.ts";
 
@@ -106,8 +105,8 @@ export function extractHtml(source: string, path: string, signal: AbortSignal): 
     const body = kept.filter((node) =>
       !(isTag(node) && (node.name === "title" || node.name === "head"))
     );
-    const html = renderChapterHtml(dropContentsLists(body));
-    if (isBlankHtml(html)) continue;
+    const { html, blank } = renderChapterHtml(dropContentsLists(body));
+    if (blank) continue;
     chapters.push({ title: heading || `Chapter ${chapters.length + 1}`, html });
   }
   if (split.size === 0) {

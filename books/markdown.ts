@@ -12,7 +12,7 @@ import {
   type ExtractedChapter,
   fileStem,
 } from "./book.ts";
-import { htmlText, isBlankHtml, sanitizeChapterHtml } from "./sanitize.ts";
+import { htmlText, sanitizeChapterHtml } from "./sanitize.ts";
 import { parseByline } from "./text.ts";
 import { classifyLine } from "./text_headings.ts";
 
@@ -98,8 +98,8 @@ export function extractMarkdown(source: string, path: string, signal: AbortSigna
     signal.throwIfAborted();
     const heading = section.heading === null ? title : headingText(section.heading);
     if (section.heading !== null && classifyLine(heading) === "contents") continue;
-    const html = sanitizeChapterHtml(markdown.parser(section.body));
-    if (isBlankHtml(html)) continue;
+    const { html, blank } = sanitizeChapterHtml(markdown.parser(section.body));
+    if (blank) continue;
     chapters.push({ title: heading || `Chapter ${chapters.length + 1}`, html });
   }
   const warnings: BookWarning[] = depth === Infinity

@@ -3,9 +3,9 @@
  *
  * htmlparser2 keeps its open elements with `Array.unshift`, so each level of nesting costs time in
  * proportion to the depth so far: a 2 MiB page of 200,000 nested `<div>`s took 17 s to parse (field
- * report), and domutils and dom-serializer then recurse once per level and overflow the stack. No
- * book nests that deep, so markup nested past {@linkcode MAX_NESTING_DEPTH} is refused while it is
- * being parsed, before either cost is paid.
+ * report), and domutils, dom-serializer and the sanitiser's walk then recurse once per level and
+ * overflow the stack. No book nests that deep, so markup nested past
+ * {@linkcode MAX_NESTING_DEPTH} is refused while it is being parsed, before either cost is paid.
  *
  * @module
  */
@@ -33,25 +33,6 @@ export function parseMarkup(
   const handler = new BoundedDomHandler(undefined, options);
   new Parser(handler, options).end(source);
   return handler.root;
-}
-
-/**
- * Open/close tag callbacks for a streaming parse (sanitize-html's `onOpenTag`/`onCloseTag`) that
- * refuse markup nested past `MAX_NESTING_DEPTH`. One guard per parse: it counts as it goes.
- *
- * @returns the two callbacks; `onOpenTag` throws RangeError past the bound.
- */
-export function nestingGuard(): { onOpenTag(): void; onCloseTag(): void } {
-  let depth = 0;
-  return {
-    onOpenTag(): void {
-      depth += 1;
-      if (depth > MAX_NESTING_DEPTH) throw tooDeep();
-    },
-    onCloseTag(): void {
-      depth -= 1;
-    },
-  };
 }
 
 /** A DomHandler that stops the parse once its stack of open elements is past the bound. */

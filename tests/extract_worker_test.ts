@@ -104,16 +104,20 @@ Deno.test("extractBook() keeps the event loop responsive and aborts within 200 m
   await inTempDir(async (dir) => {
     const path = join(dir, "long.html");
     await Deno.writeTextFile(path, bigHtml(6_000));
-    // Uninterrupted first: how long the parse takes, and that the event loop ticks meanwhile.
-    const startedAt = performance.now();
+    // Uninterrupted first: the event loop ticks while the worker parses.
     const { outcome, maxGapMs } = await whileTicking(() => extractBook(path, signal()));
-    const parseMs = performance.now() - startedAt;
     assert.equal(outcome.status, "fulfilled");
     assert.equal(
       (outcome as PromiseFulfilledResult<{ chapters: unknown[] }>).value.chapters.length,
       6_000,
     );
     assert.ok(maxGapMs < 200, `the event loop stalled for ${maxGapMs} ms`);
+
+    // The warm worker parses the same book faster than the first, cold one: time it again, so the
+    // abort below lands in the middle of a parse and not after it.
+    const warmStartedAt = performance.now();
+    await extractBook(path, signal());
+    const parseMs = performance.now() - warmStartedAt;
     assert.ok(parseMs > 250, `the parse took only ${parseMs} ms: too short to abort in the middle`);
 
     // Then aborted halfway through the same parse, on the warm worker.
