@@ -34,8 +34,17 @@ export class BinaryDataError extends Error {
 /** How many leading bytes are searched for an XML or `<meta>` declaration (as the HTML spec). */
 const PRESCAN_BYTES = 1024;
 
-/** How many bytes `chardet` and the UTF-16 and binary tests look at, from the start. */
+/** How many bytes the UTF-16 and binary tests look at, from the start. */
 const SAMPLE_BYTES = 64 * 1024;
+
+/**
+ * How many bytes `chardet` is given: the lines that hold non-ASCII bytes, where a legacy
+ * encoding shows itself. 16 KiB of them gave the same guess as 64 KiB from the start on every
+ * book tried (English, Spanish and French in Windows-1252 and ISO-8859-1/15, Arabic, Hebrew and
+ * Japanese in their legacy encodings), in a third of the time: `chardet` was a quarter of a
+ * Windows-1252 novel's extraction.
+ */
+const DETECT_BYTES = 16 * 1024;
 
 /**
  * Share of C0 control characters (other than tab, line feed, form feed, carriage return and
@@ -89,7 +98,7 @@ export function decodeBookBytes(bytes: Uint8Array, kind: DecodeKind): DecodedTex
     if (text !== null) return checked(text, "utf-8", null, kind);
   }
   const utf16 = sniffUtf16(bytes.subarray(0, SAMPLE_BYTES));
-  const encoding = utf16 ?? detect(bytes.subarray(0, SAMPLE_BYTES));
+  const encoding = utf16 ?? detect(detectionSample(bytes));
   const reason = warning === null ? "no encoding declared" : warning;
   return checked(
     decodeAs(bytes, encoding),
@@ -171,6 +180,34 @@ function sniffUtf16(sample: Uint8Array): string | null {
   if (oddZeros > pairs * 0.4 && evenZeros < pairs * 0.02) return "utf-16le";
   if (evenZeros > pairs * 0.4 && oddZeros < pairs * 0.02) return "utf-16be";
   return null;
+}
+
+/**
+ * What `chardet` reads: the lines (ended by LF or CR) holding a byte at or above 0x80, from
+ * anywhere in the file, up to `DETECT_BYTES`; the first `SAMPLE_BYTES` when no line has one (a
+ * 7-bit encoding such as ISO-2022-JP).
+ */
+function detectionSample(bytes: Uint8Array): Uint8Array {
+  const sample = new Uint8Array(DETECT_BYTES);
+  let length = 0;
+  let start = 0;
+  let high = false;
+  for (let index = 0; index <= bytes.length && length < DETECT_BYTES; index += 1) {
+    const byte = bytes[index];
+    if (index === bytes.length || byte === 0x0a || byte === 0x0d) {
+      if (high) {
+        const line = bytes.subarray(start, Math.min(index + 1, bytes.length));
+        const taken = Math.min(line.length, DETECT_BYTES - length);
+        sample.set(line.subarray(0, taken), length);
+        length += taken;
+      }
+      start = index + 1;
+      high = false;
+    } else if (byte >= 0x80) {
+      high = true;
+    }
+  }
+  return length === 0 ? bytes.subarray(0, SAMPLE_BYTES) : sample.subarray(0, length);
 }
 
 /** The most confident `chardet` guess that TextDecoder can decode; windows-1252 otherwise. */

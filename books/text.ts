@@ -38,8 +38,18 @@ const MIN_CONTENTS_ENTRIES = 3;
 /** Most paragraphs in a heading group: the heading and its subtitle lines. */
 const MAX_HEADING_GROUP = 4;
 
-/** A paragraph: its trimmed, non-empty lines. */
-type Block = string[];
+/**
+ * A paragraph: its trimmed, non-empty lines, and what the readers below asked about it once
+ * already (each is asked several times per paragraph). Kept on the array itself: a `WeakMap`
+ * keyed by 200,000 paragraphs was a quarter of a long book's time (profile).
+ */
+type Block = string[] & {
+  [HEADING]?: ReturnType<typeof classifyHeading>;
+  [CONTENTS_LIST]?: boolean;
+};
+
+const HEADING = Symbol("heading");
+const CONTENTS_LIST = Symbol("contentsList");
 
 /**
  * A heading paragraph, classified, with its title and the body lines under it in the paragraph.
@@ -211,7 +221,7 @@ function findContents(blocks: Block[]): { blocks: Block[]; entries: Set<string> 
     const from = line !== -1 ? line : index;
     const run = blocks.slice(from, runEnd);
     const styled = run.filter((block) => headingOf(block) !== null).length;
-    kept.push(...blocks.slice(index, from));
+    append(kept, blocks, index, from);
     if (
       line !== -1 ? run.length >= 2 : front && run.length >= MIN_CONTENTS_ENTRIES && styled >= 2
     ) {
@@ -222,12 +232,20 @@ function findContents(blocks: Block[]): { blocks: Block[]; entries: Set<string> 
         if (/\p{L}{2}/u.test(key)) entries.add(key);
       }
     } else {
-      kept.push(...run);
+      append(kept, blocks, from, runEnd);
     }
-    kept.push(...blocks.slice(runEnd, end));
+    append(kept, blocks, runEnd, end);
     index = end;
   }
   return { blocks: kept.filter((block) => !isContentsList(block)), entries };
+}
+
+/**
+ * Append `blocks[from..to)` to `kept`. Not `push(...slice)`: a run can be a whole book of short
+ * paragraphs (verse), and a spread of 200,000 arguments overflows the stack.
+ */
+function append(kept: Block[], blocks: Block[], from: number, to: number): void {
+  for (let index = from; index < to; index += 1) kept.push(blocks[index]);
 }
 
 /** The last (or, with `first`, the first) index in `[from, to)` whose block passes, or -1. */
@@ -269,26 +287,22 @@ function isShort(block: Block): boolean {
 /** A paragraph of two or more lines, at least two of them headings: a single-spaced contents list. */
 function isContentsList(block: Block): boolean {
   if (block.length < 2) return false;
-  const known = contentsLists.get(block);
+  const known = block[CONTENTS_LIST];
   if (known !== undefined) return known;
   // A list starts with its entries: a paragraph whose first two lines are prose is prose. This
   // keeps the scan to two lines for almost every paragraph of a book.
   const listed = (classifyLine(block[0]) !== null || classifyLine(block[1]) !== null) &&
     countHeadingLines(block) >= 2;
-  contentsLists.set(block, listed);
+  block[CONTENTS_LIST] = listed;
   return listed;
 }
 
 /** `classifyHeading` of a paragraph, asked once: the readers below ask it several times each. */
 function headingOf(block: Block): ReturnType<typeof classifyHeading> {
-  if (!headingCache.has(block)) headingCache.set(block, classifyHeading(block));
-  return headingCache.get(block) ?? null;
+  let heading = block[HEADING];
+  if (heading === undefined) block[HEADING] = heading = classifyHeading(block);
+  return heading;
 }
-
-const headingCache = new WeakMap<Block, ReturnType<typeof classifyHeading>>();
-
-/** `isContentsList` answers, per paragraph: it is asked several times for each. */
-const contentsLists = new WeakMap<Block, boolean>();
 
 /** How many lines of the paragraph are headings; `0` when a line is too long for one. */
 function countHeadingLines(block: Block): number {

@@ -79,6 +79,7 @@ const NUMERAL_LINE = new RegExp(`^${ROMAN}\\.(?:\\s+(\\S.*))?$`, "i");
  * @returns the kind, or `null` when the line is not a heading.
  */
 export function classifyLine(line: string): HeadingKind | null {
+  if (!fitsHeading(line)) return null;
   const text = line.trim().replace(/\s+/g, " ");
   if (text === "" || text.length > MAX_HEADING_CHARS) return null;
   if (CONTENTS_LINE.test(text)) return "contents";
@@ -89,6 +90,38 @@ export function classifyLine(line: string): HeadingKind | null {
   // A title starts with a capital (or a quote, or a digit): "I. me" is prose.
   if (numeral?.[1] !== undefined && /^[\p{Lu}\p{N}"'“‘¿¡]/u.test(numeral[1])) return "numeral";
   return null;
+}
+
+/**
+ * Whether a line, white space collapsed and trimmed, may be short enough for a heading — found
+ * without collapsing all of a long one: callers pass whole paragraphs and, from HTML, the text of
+ * whole sections, and collapsing each of those first was most of an HTML book's heading work.
+ * Never `false` for a line that fits; may be `true` for one `MAX_HEADING_CHARS + 1` long.
+ */
+function fitsHeading(line: string): boolean {
+  if (line.length <= MAX_HEADING_CHARS) return true;
+  // Characters once collapsed: a run of white space counts as one, leading space as none (a
+  // trailing run is counted, hence the + 1 below).
+  let count = 0;
+  let inSpace = true;
+  for (let index = 0; index < line.length; index += 1) {
+    if (isWhiteSpace(line.charCodeAt(index))) {
+      if (!inSpace) count += 1;
+      inSpace = true;
+    } else {
+      count += 1;
+      inSpace = false;
+    }
+    if (count > MAX_HEADING_CHARS + 1) return false;
+  }
+  return true;
+}
+
+/** What `\s` matches in a regular expression, by UTF-16 code unit. */
+function isWhiteSpace(code: number): boolean {
+  return code === 0x20 || (code >= 0x09 && code <= 0x0d) || code === 0xa0 || code === 0x1680 ||
+    (code >= 0x2000 && code <= 0x200a) || code === 0x2028 || code === 0x2029 || code === 0x202f ||
+    code === 0x205f || code === 0x3000 || code === 0xfeff;
 }
 
 /**

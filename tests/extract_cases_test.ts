@@ -129,6 +129,26 @@ Deno.test("kind of r11: <meta charset>, an XML prolog and a Windows-1251 guess d
   assert.equal(guessed(undeclared).length, 1, JSON.stringify(undeclared.warnings));
 });
 
+Deno.test("kind of r11: a Windows-1251 guess is read where the non-ASCII text is, past an ASCII preamble", async () => {
+  const cyrillic = (text: string): Uint8Array =>
+    Uint8Array.from(text, (char) => {
+      const code = char.codePointAt(0) as number;
+      if (code === 0x451) return 0xb8;
+      return code >= 0x410 && code <= 0x44f ? code - 0x410 + 0xc0 : code;
+    });
+  // More than 64 KiB of English before the first Russian line: a sample from the start of the
+  // file holds no Cyrillic byte at all, and was guessed Windows-1252.
+  const preamble = "This eBook is for the use of anyone anywhere at no cost and with almost no " +
+    "restrictions whatsoever.\n\n";
+  const text = "Глава первая\n\nОн вошёл в комнату и сел у окна. Было тихо и темно.\n\n" +
+    "Глава вторая\n\nУтром она пришла снова, и они долго говорили о прошлом.\n\n";
+  const bytes = cyrillic(`Roman\n\n${preamble.repeat(700)}${text.repeat(20)}`);
+  assert.ok(bytes.findIndex((byte) => byte >= 0x80) > 64 * 1024);
+  const book = await extractFrom("roman.txt", bytes);
+  assert.deepEqual(guessed(book), ['encoding guessed as "windows-1251" (no encoding declared)']);
+  assert.equal(book.chapters[1].title, "Глава первая");
+});
+
 Deno.test("r12: '<title>X, by Y' and a 'By Y' heading give title and author; no byline chapter", async () => {
   const book = await extractCase("r12-byline-h2.html");
   assert.equal(book.title, "Moby");

@@ -156,3 +156,12 @@ Deno.test("extractBook() refuses a text book containing a NUL byte as binary dat
     await Deno.remove(dir, { recursive: true });
   }
 });
+
+Deno.test("extractBook() reads a text book of 200,000 short paragraphs (verse) without overflowing", async () => {
+  const lines = Array.from({ length: 200_000 }, (_, index) => `A short line ${index}`);
+  const book = await extractFrom("verse.txt", `Verse\n\nby A. Poet\n\n${lines.join("\n\n")}\n`);
+  assert.equal(book.title, "Verse");
+  assert.equal(book.author, "A. Poet");
+  assert.equal(book.chapters.length, 1);
+  assert.ok(book.chapters[0].html.endsWith("<p>A short line 199999</p>"));
+});
