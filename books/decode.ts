@@ -62,11 +62,13 @@ const ALLOWED_CONTROLS: ReadonlySet<number> = new Set([0x09, 0x0a, 0x0c, 0x0d, 0
  * Order: a byte-order mark (UTF-8, UTF-16LE/BE) wins; for `"xml"` and `"html"`, then the
  * `encoding` of an XML prolog (also found in UTF-16 without a mark, by its `<?` bytes) or, for
  * `"html"`, a `<meta charset>` / `<meta http-equiv="Content-Type" content="…; charset=…">` in the
- * first 1024 bytes. A declared UTF-16 in an ASCII-readable `<meta>` is read as UTF-8, as browsers
- * do. An unknown declared label, or a declared UTF-8 that is not valid UTF-8, falls through to
- * detection with a warning. Undeclared: valid UTF-8 is UTF-8; text whose every other byte is
- * mostly zero is UTF-16; anything else is a guess by `chardet` (a legacy single-byte or CJK
- * encoding), with a warning.
+ * first 1024 bytes. A declared UTF-16 in an ASCII-readable prolog or `<meta>` is read as UTF-8, as
+ * browsers do: the declaration could not be read so if it were true. Bytes the declared encoding
+ * cannot decode (an unknown label, a UTF-8 or Shift_JIS file that is not valid in it) are read as
+ * UTF-8 when they are valid UTF-8, else detected, with a warning either way. Undeclared: valid
+ * UTF-8 is UTF-8; text whose every other byte is mostly zero is UTF-16; anything else is a guess
+ * by `chardet` (a legacy single-byte or CJK encoding), with a warning. The EPUB reader decodes
+ * every XML and XHTML file of the book here too.
  *
  * @param bytes the file's bytes.
  * @param kind what the bytes are, for the declarations looked for.
@@ -81,21 +83,28 @@ export function decodeBookBytes(bytes: Uint8Array, kind: DecodeKind): DecodedTex
   }
   const declared = kind === "html" || kind === "xml" ? sniffDeclaration(bytes, kind) : null;
   let warning: string | null = null;
+  let utf8Tried = false;
   if (declared !== null) {
     const encoding = canonical(declared);
     if (encoding === null) {
       warning = `unknown declared encoding "${declared}"`;
-    } else if (encoding !== "utf-8") {
-      return checked(decodeAs(bytes, encoding), encoding, null, kind);
     } else {
-      const text = tryUtf8(bytes);
-      if (text !== null) return checked(text, "utf-8", null, kind);
+      const text = tryDecode(bytes, encoding);
+      if (text !== null) return checked(text, encoding, null, kind);
       warning = `declared encoding "${declared}" does not match the bytes`;
+      utf8Tried = encoding === "utf-8";
     }
   }
-  if (warning === null) {
-    const text = tryUtf8(bytes);
-    if (text !== null) return checked(text, "utf-8", null, kind);
+  if (!utf8Tried) {
+    const text = tryDecode(bytes, "utf-8");
+    if (text !== null) {
+      return checked(
+        text,
+        "utf-8",
+        warning === null ? null : `encoding guessed as "utf-8" (${warning})`,
+        kind,
+      );
+    }
   }
   const utf16 = sniffUtf16(bytes.subarray(0, SAMPLE_BYTES));
   const encoding = utf16 ?? detect(detectionSample(bytes));
@@ -132,12 +141,14 @@ function sniffDeclaration(bytes: Uint8Array, kind: DecodeKind): string | null {
   }
   const head = new TextDecoder("latin1").decode(bytes.subarray(0, PRESCAN_BYTES));
   const prolog = /^\s*<\?xml[^>]*?\bencoding\s*=\s*["']([^"']+)["']/i.exec(head);
-  if (prolog !== null) return prolog[1].trim();
-  if (kind !== "html") return null;
-  const meta = /<meta\b[^>]*?\bcharset\s*=\s*["']?\s*([^\s"'/>;]+)/i.exec(head);
-  if (meta === null) return null;
-  // A <meta> readable as ASCII cannot be in UTF-16: the HTML spec reads such a file as UTF-8.
-  return /^utf-?16/i.test(meta[1]) ? "utf-8" : meta[1];
+  const meta = prolog === null && kind === "html"
+    ? /<meta\b[^>]*?\bcharset\s*=\s*["']?\s*([^\s"'/>;]+)/i.exec(head)
+    : null;
+  const label = (prolog ?? meta)?.[1].trim();
+  if (label === undefined) return null;
+  // A prolog or <meta> readable as ASCII cannot be in UTF-16: the HTML spec reads such a file as
+  // UTF-8, and an XML file that is really UTF-16 shows it in its first bytes (above).
+  return /^utf-?16/i.test(label) ? "utf-8" : label;
 }
 
 /** The WHATWG name for a label, or `null` when TextDecoder does not know it. */
@@ -149,9 +160,10 @@ function canonical(label: string): string | null {
   }
 }
 
-function tryUtf8(bytes: Uint8Array): string | null {
+/** The bytes decoded, or `null` when they are not valid in the encoding. */
+function tryDecode(bytes: Uint8Array, encoding: string): string | null {
   try {
-    return new TextDecoder("utf-8", { fatal: true }).decode(bytes);
+    return new TextDecoder(encoding, { fatal: true, ignoreBOM: true }).decode(bytes);
   } catch {
     return null;
   }

@@ -12,8 +12,6 @@
  *
  * @module
  */
-import { DomUtils } from "htmlparser2";
-import { type ChildNode, type Element, isTag } from "domhandler";
 import {
   type BookWarning,
   type BookWarningKind,
@@ -24,24 +22,23 @@ import {
   unreadableBook,
   type UnreadableBookError,
 } from "./book.ts";
-import { type Archive, decodeXml, openArchive } from "./epub_archive.ts";
+import { BinaryDataError } from "./decode.ts";
+import { type Archive, decodeEntry, openArchive } from "./epub_archive.ts";
 import {
   collectResources,
   directoryOf,
   finishLinks,
   LinkRewriter,
-  removeKeepingIds,
   type RenderedChapter,
   resolveHref,
 } from "./epub_links.ts";
+import { renderDocument } from "./epub_document.ts";
 import { readNavLabels } from "./epub_nav.ts";
 import { attribute, field, list, readAuthor, readDirection, text, xml } from "./epub_package.ts";
-import { parseMarkup } from "./markup.ts";
 import {
   escapeHtml,
   sanitizeChapterHtml,
   type SanitizedHtml,
-  sanitizeNodes,
   sanitizeSvgFile,
 } from "./sanitize.ts";
 import { refuseEncrypted } from "./epub_encryption.ts";
@@ -107,7 +104,9 @@ export function extractEpub(bytes: Uint8Array, path: string, signal: AbortSignal
   };
   const archive = openArchive(bytes, fail);
   refuseEncrypted(archive, fail);
-  const readXml = (name: string): unknown => parseXml(unpackOne(archive, name), name, fail, warn);
+  const guessed = (message: string): void => warn("encoding_guessed", message);
+  const readXml = (name: string): unknown =>
+    parseXml(unpackOne(archive, name), name, fail, guessed);
 
   const containerPath = archive.find(CONTAINER);
   if (containerPath === null) throw fail(`"${CONTAINER}" is missing`);
@@ -169,7 +168,7 @@ export function extractEpub(bytes: Uint8Array, path: string, signal: AbortSignal
     nav: items.find((item) => /(^|\s)nav(\s|$)/.test(item.properties))?.path ?? null,
     ncx: (tocId === null ? undefined : manifest.get(tocId))?.path ??
       items.find((item) => item.mediaType === "application/x-dtbncx+xml")?.path ?? null,
-  }, (bytes) => xml.parse(decodeXml(bytes).text) as unknown);
+  }, (bytes) => xml.parse(decodeEntry(bytes, "", "xml", () => {})) as unknown);
 
   const documents = archive.unpack(
     pages.flatMap((page) => page !== null && page.kind !== "image" ? [page.path] : []),
@@ -194,15 +193,16 @@ export function extractEpub(bytes: Uint8Array, path: string, signal: AbortSignal
       const source = documents.get(page.path);
       documents.delete(page.path);
       if (source === undefined) continue;
-      const decoded = decodeXml(source);
-      if (decoded.guessed !== null) {
-        warn(
-          "encoding_guessed",
-          `"${page.path}" is not in its declared encoding; read as ${decoded.guessed}`,
-        );
+      let text: string;
+      try {
+        text = decodeEntry(source, page.path, page.kind === "svg" ? "xml" : "html", guessed);
+      } catch (error) {
+        if (!(error instanceof BinaryDataError)) throw error;
+        warn("spine_item_skipped", `Spine item "${page.path}" is not text; it was left out`);
+        continue;
       }
       try {
-        chapter = renderDocument(decoded.text, page, label, title, language, links);
+        chapter = renderDocument(text, page, label, title, language, links);
       } catch (error) {
         // Caught here, not only in the dispatcher, to name the chapter file that is at fault.
         throw fail(`"${page.path}" could not be parsed: ${describeParseError(error)}`, error);
@@ -220,7 +220,7 @@ export function extractEpub(bytes: Uint8Array, path: string, signal: AbortSignal
   const resources = collectResources(
     archive,
     links.resources(),
-    (svg) => new TextEncoder().encode(sanitizeSvgFile(decodeXml(svg).text)),
+    (svg) => new TextEncoder().encode(sanitizeSvgFile(svgText(svg))),
   );
   return {
     format: "epub",
@@ -277,107 +277,6 @@ function isXhtml(item: ManifestItem): boolean {
     (item.mediaType === "" && /\.x?html?$/i.test(item.href));
 }
 
-/** Render one content document (XHTML or SVG) into a chapter; its title `""` when none found. */
-function renderDocument(
-  source: string,
-  page: Page,
-  label: string | null,
-  bookTitle: string,
-  bookLanguage: string | null,
-  links: LinkRewriter,
-): SanitizedHtml & { title: string } {
-  const document = parseMarkup(source, { recognizeSelfClosing: true, recognizeCDATA: true });
-  const root = document.children;
-  let nodes: ChildNode[];
-  let title: string | null = label;
-  let ownTitle: string | null = null;
-  let wrapper: { name: string; attribs: Record<string, string> } | null = null;
-  if (page.kind === "svg") {
-    const svg = DomUtils.findOne((element) => element.name === "svg", root);
-    nodes = svg === null ? [] : [svg];
-    const svgTitle = svg === null ? null : DomUtils.findOne((e) => e.name === "title", [svg]);
-    ownTitle = svgTitle === null ? null : collapseWhitespace(DomUtils.textContent(svgTitle));
-  } else {
-    const html = DomUtils.findOne((element) => element.name === "html", root);
-    const body = DomUtils.findOne((element) => element.name === "body", root);
-    nodes = (body ?? html ?? document).children;
-    const titleElement = DomUtils.findOne((element) => element.name === "title", root);
-    ownTitle = titleElement === null
-      ? null
-      : collapseWhitespace(DomUtils.textContent(titleElement));
-    const heading = findHeading(nodes);
-    if (heading !== null) {
-      const headingText = headingTitle(heading);
-      if (title === null && headingText !== "") {
-        title = headingText;
-        removeKeepingIds(heading);
-      } else if (title !== null && comparable(headingText) === comparable(title)) {
-        removeKeepingIds(heading);
-      }
-    }
-    // The document's language and direction, where they differ from the book's, stay on a wrapper.
-    const lang = html?.attribs["xml:lang"] ?? html?.attribs.lang ?? body?.attribs["xml:lang"] ??
-      body?.attribs.lang;
-    const dir = body?.attribs.dir ?? html?.attribs.dir;
-    const attribs: Record<string, string> = {};
-    if (lang && lang.toLowerCase() !== bookLanguage?.toLowerCase()) attribs.lang = lang;
-    if (dir === "rtl" || dir === "ltr") attribs.dir = dir;
-    if (Object.keys(attribs).length > 0) wrapper = { name: "div", attribs };
-  }
-  if (title === null && ownTitle && comparable(ownTitle) !== comparable(bookTitle)) {
-    title = ownTitle;
-  }
-  links.rewrite(nodes, page.path);
-  return { title: title ?? "", ...sanitizeNodes(nodes, wrapper) };
-}
-
-/**
- * The heading a chapter's title comes from: of the `hgroup`s and the `h1`–`h6` outside any
- * `hgroup`, the first of the highest rank (an `hgroup` ranks as its highest heading).
- */
-function findHeading(nodes: ChildNode[]): Element | null {
-  let best: Element | null = null;
-  let bestRank = 7;
-  const visit = (children: ChildNode[]): void => {
-    for (const node of children) {
-      if (!isTag(node)) continue;
-      const element = node;
-      const rank = element.name === "hgroup" ? hgroupRank(element) : headingRank(element.name);
-      if (rank < bestRank) {
-        best = element;
-        bestRank = rank;
-      }
-      if (rank === 7) visit(element.children);
-    }
-  };
-  visit(nodes);
-  return best;
-}
-
-function headingRank(name: string): number {
-  return /^h[1-6]$/.test(name) ? Number(name[1]) : 7;
-}
-
-function hgroupRank(hgroup: Element): number {
-  const ranks = DomUtils.findAll((e) => headingRank(e.name) < 7, hgroup.children)
-    .map((e) => headingRank(e.name));
-  return ranks.length === 0 ? 7 : Math.min(...ranks);
-}
-
-/** A heading's text; an `hgroup`'s headings and paragraphs joined by ": " ("I: Loomings"). */
-function headingTitle(heading: Element): string {
-  if (heading.name !== "hgroup") return collapseWhitespace(DomUtils.textContent(heading));
-  return DomUtils.findAll((e) => headingRank(e.name) < 7 || e.name === "p", heading.children)
-    .map((e) => collapseWhitespace(DomUtils.textContent(e)))
-    .filter((part) => part !== "")
-    .join(": ");
-}
-
-/** A title reduced to its letters and digits, lower case: how two titles are compared. */
-function comparable(title: string): string {
-  return title.toLowerCase().replace(/[^\p{L}\p{N}]+/gu, "");
-}
-
 function unpackOne(archive: Archive, name: string): Uint8Array {
   return archive.unpack([name]).get(name) ?? new Uint8Array();
 }
@@ -386,19 +285,25 @@ function parseXml(
   bytes: Uint8Array,
   name: string,
   fail: Fail,
-  warn: (kind: BookWarningKind, message: string) => void,
+  guessed: (message: string) => void,
 ): unknown {
-  const decoded = decodeXml(bytes);
-  if (decoded.guessed !== null) {
-    warn(
-      "encoding_guessed",
-      `"${name}" is not in its declared encoding; read as ${decoded.guessed}`,
-    );
-  }
   try {
-    return xml.parse(decoded.text) as unknown;
+    return xml.parse(decodeEntry(bytes, name, "xml", guessed)) as unknown;
   } catch (error) {
     throw fail(`"${name}" is not valid XML: ${errorMessage(error)}`, error);
+  }
+}
+
+/**
+ * An SVG file's text for the sanitiser; one that is not text at all is read as Windows-1252, so
+ * whatever it holds is sanitised rather than written as it came.
+ */
+function svgText(bytes: Uint8Array): string {
+  try {
+    return decodeEntry(bytes, "", "xml", () => {});
+  } catch (error) {
+    if (!(error instanceof BinaryDataError)) throw error;
+    return new TextDecoder("windows-1252").decode(bytes);
   }
 }
 

@@ -1,6 +1,6 @@
 /**
- * An EPUB's ZIP archive as real books are zipped, and the decoding of the XML and XHTML read from
- * it. Entry names are looked up the way a reading system finds them (issue 10, "Archives as real
+ * An EPUB's ZIP archive as real books are zipped, and the XML and XHTML read from it, decoded by
+ * `books/decode.ts`. Entry names are looked up the way a reading system finds them (issue 10, "Archives as real
  * books are zipped"): backslashes are separators, a UTF-8 name stored without the ZIP's UTF-8 flag
  * is read as UTF-8, names compare after Unicode NFC normalisation, and case only when nothing
  * matches exactly. Sizes are bounded before anything is inflated (a ZIP bomb guard).
@@ -8,6 +8,7 @@
  * @module
  */
 import { type UnzipFileInfo, unzipSync } from "fflate";
+import { decodeBookBytes } from "./decode.ts";
 
 /** Largest unpacked size of one entry read from an EPUB, in bytes (64 MiB). */
 export const MAX_ENTRY_BYTES = 64 * 1024 * 1024;
@@ -113,54 +114,30 @@ function canonicalName(name: string): string {
   return fixed.replaceAll("\\", "/").replace(/^\/+/, "").normalize("NFC");
 }
 
-/** A decoded XML or XHTML file, and the encoding it was guessed to be in when it did not say. */
-export interface DecodedText {
-  text: string;
-  /** The encoding used when the declared one (or UTF-8) did not fit the bytes; else `null`. */
-  guessed: string | null;
-}
-
-const LATIN1 = new TextDecoder("latin1");
-
 /**
- * Decode an XML or XHTML file as XML says to: a byte-order mark first, then the bytes of `<?` in
- * UTF-16, then the XML prolog's `encoding` (or a `<meta charset>`), else UTF-8. Bytes that are not
- * valid in that encoding are not refused (issue 10: only a file that is really binary is): they
- * are read as Windows-1252, the common undeclared legacy encoding, and `guessed` says so.
- * Until the shared `books/decode.ts` (branch books-text) lands, the EPUB reader decodes with this.
+ * Decode an XML or XHTML file of the archive. The decoding is `books/decode.ts`'s, as for every
+ * text format (issue 10, "Encodings"): a byte-order mark, then the XML prolog's `encoding` (also in
+ * UTF-16 without a mark) or, for XHTML, a `<meta charset>`, else UTF-8, else a detected encoding.
+ * Bytes not valid in the declared encoding are read as UTF-8 or as detected, never refused.
  *
  * @param bytes the file's bytes.
- * @returns the text, a leading BOM removed.
+ * @param name the file's archive path, named in the warning.
+ * @param kind `"html"` for a content or navigation document (a `<meta charset>` counts), `"xml"`
+ *   for the package document, the NCX and SVG.
+ * @param warn receives the warning when the encoding was guessed: `"<name>": encoding guessed as
+ *   "<encoding>" (<why>)`.
+ * @returns the text, a leading byte-order mark removed.
+ * @throws BinaryDataError when the file is binary data, not text (see `books/decode.ts`).
  */
-export function decodeXml(bytes: Uint8Array): DecodedText {
-  const [b0, b1, b2, b3] = bytes;
-  let label = "utf-8";
-  if (b0 === 0xef && b1 === 0xbb && b2 === 0xbf) label = "utf-8";
-  else if (b0 === 0xff && b1 === 0xfe) label = "utf-16le";
-  else if (b0 === 0xfe && b1 === 0xff) label = "utf-16be";
-  else if (b0 === 0x3c && b1 === 0 && b2 === 0x3f && b3 === 0) label = "utf-16le";
-  else if (b0 === 0 && b1 === 0x3c && b2 === 0 && b3 === 0x3f) label = "utf-16be";
-  else label = declaredEncoding(LATIN1.decode(bytes.subarray(0, 1024))) ?? "utf-8";
-  // A prolog that says UTF-16 in a file whose bytes are ASCII-compatible (the BOM checks failed)
-  // is wrong about itself; so is an unknown label.
-  if (/^utf-?16/i.test(label) && !(b0 === 0xff || b0 === 0xfe || b1 === 0 || b0 === 0)) {
-    label = "utf-8";
-  }
-  for (const candidate of label === "utf-8" ? [label] : [label, "utf-8"]) {
-    try {
-      return { text: new TextDecoder(candidate, { fatal: true }).decode(bytes), guessed: null };
-    } catch {
-      // An unknown label (RangeError) or bytes invalid in it (TypeError): try the next.
-    }
-  }
-  return { text: new TextDecoder("windows-1252").decode(bytes), guessed: "windows-1252" };
-}
-
-function declaredEncoding(head: string): string | null {
-  const prolog = /^\s*<\?xml[^>]*?\bencoding\s*=\s*["']([A-Za-z0-9._:-]+)["']/.exec(head);
-  if (prolog) return prolog[1].toLowerCase();
-  const meta = /<meta\b[^>]*?\bcharset\s*=\s*["']?([A-Za-z0-9._:-]+)/i.exec(head);
-  return meta ? meta[1].toLowerCase() : null;
+export function decodeEntry(
+  bytes: Uint8Array,
+  name: string,
+  kind: "xml" | "html",
+  warn: (message: string) => void,
+): string {
+  const decoded = decodeBookBytes(bytes, kind);
+  if (decoded.warning !== null) warn(`"${name}": ${decoded.warning}`);
+  return decoded.text;
 }
 
 function errorMessage(error: unknown): string {

@@ -7,7 +7,7 @@
  */
 import { DomUtils } from "htmlparser2";
 import { collapseWhitespace } from "./book.ts";
-import { type Archive, decodeXml } from "./epub_archive.ts";
+import { type Archive, decodeEntry } from "./epub_archive.ts";
 import { directoryOf, isExternal, resolveHref } from "./epub_links.ts";
 import { parseMarkup } from "./markup.ts";
 
@@ -45,7 +45,8 @@ export function readNavLabels(
   const nav = sources.nav === null ? undefined : files.get(sources.nav);
   if (sources.nav !== null && nav !== undefined) {
     try {
-      const document = parseMarkup(decodeXml(nav).text, {
+      // Its encoding is the content documents' business: a guess here is not warned about twice.
+      const document = parseMarkup(decodeEntry(nav, sources.nav, "html", () => {}), {
         recognizeSelfClosing: true,
         recognizeCDATA: true,
       });

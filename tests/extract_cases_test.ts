@@ -149,6 +149,19 @@ Deno.test("kind of r11: a Windows-1251 guess is read where the non-ASCII text is
   assert.equal(book.chapters[1].title, "Глава первая");
 });
 
+Deno.test("kind of r11: bytes the declared encoding cannot read are read as UTF-8, with a warning", async () => {
+  // "café" in UTF-8 under a <meta> saying ISO-8859-6, in which 0xA9 means nothing.
+  const book = await extractFrom(
+    "cafe.html",
+    '<meta charset="iso-8859-6"><h2>One</h2><p>café</p><h2>Two</h2><p>thé</p>',
+  );
+  assert.deepEqual(titles(book), ["One", "Two"]);
+  assert.equal(book.chapters[0].html, "<p>café</p>");
+  assert.deepEqual(guessed(book), [
+    'encoding guessed as "utf-8" (declared encoding "iso-8859-6" does not match the bytes)',
+  ]);
+});
+
 Deno.test("r12: '<title>X, by Y' and a 'By Y' heading give title and author; no byline chapter", async () => {
   const book = await extractCase("r12-byline-h2.html");
   assert.equal(book.title, "Moby");

@@ -214,7 +214,7 @@ Deno.test("extractBook() skips an EPUB spine item whose file is missing, with a 
   assert.match(book.chapters[1].html, /<p>Then <a>onward<\/a>\.<\/p>/);
 });
 
-Deno.test("extractBook() reads an EPUB chapter that is not UTF-8 as Windows-1252, with a warning", async () => {
+Deno.test("extractBook() reads an EPUB chapter that is not UTF-8 in the encoding detected, with a warning", async () => {
   const entries: Zippable = {
     "META-INF/container.xml": strToU8(CONTAINER),
     "OEBPS/content.opf": strToU8(opf(
@@ -240,8 +240,31 @@ Deno.test("extractBook() reads an EPUB chapter that is not UTF-8 as Windows-1252
   assert.equal(book.chapters[0].html, "<p>café</p>");
   assert.deepEqual(book.warnings, [{
     kind: "encoding_guessed",
-    message: '"OEBPS/c.xhtml" is not in its declared encoding; read as windows-1252',
+    message: '"OEBPS/c.xhtml": encoding guessed as "windows-1252" (no encoding declared)',
   }]);
+});
+
+Deno.test("extractBook() reads an EPUB chapter whose prolog wrongly says UTF-16 as UTF-8", async () => {
+  const files = bookFiles();
+  // The prolog is readable as ASCII, so the file cannot be UTF-16 (books/decode.ts).
+  files["OEBPS/text/door2.xhtml"] = xhtml("<title>Door Two</title>", "<p>Zwei Türen</p>")
+    .replace('encoding="utf-8"', 'encoding="UTF-16"');
+  const book = await extractFrom("doors.epub", zip(files));
+  assert.equal(book.chapters[2].html, "<p>Zwei Türen</p>");
+  assert.deepEqual(book.warnings, []);
+});
+
+Deno.test("extractBook() skips an EPUB spine item that is binary data, with a warning", async () => {
+  const files: Zippable = {};
+  for (const [name, content] of Object.entries(bookFiles())) files[name] = strToU8(content);
+  // A picture listed as a content document: not text in any encoding.
+  files["OEBPS/text/door2.xhtml"] = Uint8Array.from({ length: 4096 }, (_, i) => (i * 7) % 32);
+  const book = await extractFrom("doors.epub", zipSync(files));
+  assert.deepEqual(book.chapters.map((chapter) => chapter.title), ["Chapter 1", "The First Door"]);
+  assert.deepEqual(book.warnings?.[0], {
+    kind: "spine_item_skipped",
+    message: 'Spine item "OEBPS/text/door2.xhtml" is not text; it was left out',
+  });
 });
 
 // XML forbids U+0000, but neither parser refuses it; Postgres cannot store it in text.

@@ -1,0 +1,128 @@
+/**
+ * One EPUB content document (XHTML, or an SVG page) into a chapter: its title — the navigation's
+ * label, else its first top-ranked heading (`hgroup` parts joined by ": "), else its `<title>`
+ * unless that only repeats the book's title (issue 10: "EPUB chapter titles taken from the first
+ * heading only"; "fixed-layout books with the book title on every chapter") — the heading taken
+ * out of the body, its links rewritten (`epub_links.ts`), its own `lang`/`dir` kept on a wrapper,
+ * and its nodes sanitised straight from the tree (`sanitize.ts`).
+ *
+ * @module
+ */
+import { DomUtils } from "htmlparser2";
+import { type ChildNode, type Element, isTag } from "domhandler";
+import { collapseWhitespace } from "./book.ts";
+import { type LinkRewriter, removeKeepingIds } from "./epub_links.ts";
+import { parseMarkup } from "./markup.ts";
+import { type SanitizedHtml, sanitizeNodes } from "./sanitize.ts";
+
+/**
+ * Render one content document into a chapter.
+ *
+ * @param source the document's decoded text.
+ * @param page what it is shown as (`"xhtml"` or `"svg"`) and its canonical archive path.
+ * @param label the navigation's label for it, or `null`.
+ * @param bookTitle the book's title: a `<title>` that only repeats it is no chapter title.
+ * @param bookLanguage the book's language: a document's own `lang` that differs is kept.
+ * @param links the book's link rewriter.
+ * @returns the sanitised html, whether it is blank, and the title (`""` when none was found).
+ * @throws RangeError when elements nest too deeply (see `books/markup.ts`).
+ */
+export function renderDocument(
+  source: string,
+  page: { kind: "xhtml" | "svg" | "image"; path: string },
+  label: string | null,
+  bookTitle: string,
+  bookLanguage: string | null,
+  links: LinkRewriter,
+): SanitizedHtml & { title: string } {
+  const document = parseMarkup(source, { recognizeSelfClosing: true, recognizeCDATA: true });
+  const root = document.children;
+  let nodes: ChildNode[];
+  let title: string | null = label;
+  let ownTitle: string | null = null;
+  let wrapper: { name: string; attribs: Record<string, string> } | null = null;
+  if (page.kind === "svg") {
+    const svg = DomUtils.findOne((element) => element.name === "svg", root);
+    nodes = svg === null ? [] : [svg];
+    const svgTitle = svg === null ? null : DomUtils.findOne((e) => e.name === "title", [svg]);
+    ownTitle = svgTitle === null ? null : collapseWhitespace(DomUtils.textContent(svgTitle));
+  } else {
+    const html = DomUtils.findOne((element) => element.name === "html", root);
+    const body = DomUtils.findOne((element) => element.name === "body", root);
+    nodes = (body ?? html ?? document).children;
+    const titleElement = DomUtils.findOne((element) => element.name === "title", root);
+    ownTitle = titleElement === null
+      ? null
+      : collapseWhitespace(DomUtils.textContent(titleElement));
+    const heading = findHeading(nodes);
+    if (heading !== null) {
+      const headingText = headingTitle(heading);
+      if (title === null && headingText !== "") {
+        title = headingText;
+        removeKeepingIds(heading);
+      } else if (title !== null && comparable(headingText) === comparable(title)) {
+        removeKeepingIds(heading);
+      }
+    }
+    // The document's language and direction, where they differ from the book's, stay on a wrapper.
+    const lang = html?.attribs["xml:lang"] ?? html?.attribs.lang ?? body?.attribs["xml:lang"] ??
+      body?.attribs.lang;
+    const dir = body?.attribs.dir ?? html?.attribs.dir;
+    const attribs: Record<string, string> = {};
+    if (lang && lang.toLowerCase() !== bookLanguage?.toLowerCase()) attribs.lang = lang;
+    if (dir === "rtl" || dir === "ltr") attribs.dir = dir;
+    if (Object.keys(attribs).length > 0) wrapper = { name: "div", attribs };
+  }
+  if (title === null && ownTitle && comparable(ownTitle) !== comparable(bookTitle)) {
+    title = ownTitle;
+  }
+  links.rewrite(nodes, page.path);
+  return { title: title ?? "", ...sanitizeNodes(nodes, wrapper) };
+}
+
+/**
+ * The heading a chapter's title comes from: of the `hgroup`s and the `h1`–`h6` outside any
+ * `hgroup`, the first of the highest rank (an `hgroup` ranks as its highest heading).
+ */
+function findHeading(nodes: ChildNode[]): Element | null {
+  let best: Element | null = null;
+  let bestRank = 7;
+  const visit = (children: ChildNode[]): void => {
+    for (const node of children) {
+      if (!isTag(node)) continue;
+      const element = node;
+      const rank = element.name === "hgroup" ? hgroupRank(element) : headingRank(element.name);
+      if (rank < bestRank) {
+        best = element;
+        bestRank = rank;
+      }
+      if (rank === 7) visit(element.children);
+    }
+  };
+  visit(nodes);
+  return best;
+}
+
+function headingRank(name: string): number {
+  return /^h[1-6]$/.test(name) ? Number(name[1]) : 7;
+}
+
+function hgroupRank(hgroup: Element): number {
+  const ranks = DomUtils.findAll((e) => headingRank(e.name) < 7, hgroup.children)
+    .map((e) => headingRank(e.name));
+  return ranks.length === 0 ? 7 : Math.min(...ranks);
+}
+
+/** A heading's text; an `hgroup`'s headings and paragraphs joined by ": " ("I: Loomings"). */
+function headingTitle(heading: Element): string {
+  if (heading.name !== "hgroup") return collapseWhitespace(DomUtils.textContent(heading));
+  return DomUtils.findAll((e) => headingRank(e.name) < 7 || e.name === "p", heading.children)
+    .map((e) => collapseWhitespace(DomUtils.textContent(e)))
+    .filter((part) => part !== "")
+    .join(": ");
+}
+
+/** A title reduced to its letters and digits, lower case: how two titles are compared. */
+function comparable(title: string): string {
+  return title.toLowerCase().replace(/[^\p{L}\p{N}]+/gu, "");
+}
