@@ -39,4 +39,7 @@ HEALTHCHECK --interval=10s --timeout=3s --start-period=30s --retries=3 \
 # SHUTDOWN_BUDGET_MS: 0 when every job was settled or given back, 3 when one was left in flight);
 # never wrap it in npm/npx, which drop the signal.
 STOPSIGNAL SIGTERM
-ENTRYPOINT ["deno", "run", "-A", "main.ts"]
+# Young-generation semi-spaces of 4 MiB instead of V8's 16 MiB: the process runs two isolates (the
+# main thread and the book-extraction worker), and this keeps a 10 MB book's ingest under 300 MB
+# of RSS at no measurable cost in speed (README, "Book formats").
+ENTRYPOINT ["deno", "run", "-A", "--v8-flags=--max-semi-space-size=4", "main.ts"]

@@ -72,7 +72,13 @@ const EPUBS = [
 for (const epub of EPUBS) await Deno.writeFile(`${storage}/${epub.name}`, epub.bytes);
 
 const worker = new Deno.Command(Deno.execPath(), {
-  args: ["run", "-A", new URL("../main.ts", import.meta.url).pathname],
+  // As the worker is started (deno.json "start", Dockerfile).
+  args: [
+    "run",
+    "-A",
+    "--v8-flags=--max-semi-space-size=4",
+    new URL("../main.ts", import.meta.url).pathname,
+  ],
   env: {
     DATABASE_URL: url,
     DATABASE_SCHEMA: schema,

@@ -295,7 +295,13 @@ async function benchIngestion(url: string, obs: Observer, workerRole: string) {
   const storage = await Deno.makeTempDir({ prefix: "textstack-bench-rt-" });
   await Deno.writeTextFile(`${storage}/book.txt`, BOOK);
   const worker = new Deno.Command(Deno.execPath(), {
-    args: ["run", "-A", new URL("../main.ts", import.meta.url).pathname],
+    // As the worker is started (deno.json "start", Dockerfile).
+    args: [
+      "run",
+      "-A",
+      "--v8-flags=--max-semi-space-size=4",
+      new URL("../main.ts", import.meta.url).pathname,
+    ],
     env: {
       DATABASE_URL: url,
       DATABASE_SCHEMA: obs.schema,

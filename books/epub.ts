@@ -46,6 +46,9 @@ import { refuseEncrypted } from "./epub_encryption.ts";
 const CONTAINER = "META-INF/container.xml";
 const OPF_MEDIA_TYPE = "application/oebps-package+xml";
 
+/** Unpacked bytes of content documents read in one pass over the archive (see `documentReader`). */
+const DOCUMENT_BATCH_BYTES = 4 * 1024 * 1024;
+
 /** Warnings kept per book: a book with thousands of broken links needs the first few, not all. */
 const MAX_WARNINGS = 50;
 
@@ -170,7 +173,8 @@ export function extractEpub(bytes: Uint8Array, path: string, signal: AbortSignal
       items.find((item) => item.mediaType === "application/x-dtbncx+xml")?.path ?? null,
   }, (bytes) => xml.parse(decodeEntry(bytes, "", "xml", () => {})) as unknown);
 
-  const documents = archive.unpack(
+  const documents = documentReader(
+    archive,
     pages.flatMap((page) => page !== null && page.kind !== "image" ? [page.path] : []),
   );
   const rendered: Array<RenderedChapter & { title: string }> = [];
@@ -190,8 +194,7 @@ export function extractEpub(bytes: Uint8Array, path: string, signal: AbortSignal
           : sanitizeChapterHtml(`<p><img src="${src}" alt="${alt}"/></p>`)),
       };
     } else {
-      const source = documents.get(page.path);
-      documents.delete(page.path);
+      const source = documents(page.path);
       if (source === undefined) continue;
       let text: string;
       try {
@@ -275,6 +278,44 @@ function choosePage(
 function isXhtml(item: ManifestItem): boolean {
   return /^(application\/xhtml\+xml|text\/html|application\/x-dtbook\+xml)$/.test(item.mediaType) ||
     (item.mediaType === "" && /\.x?html?$/i.test(item.href));
+}
+
+/**
+ * The content documents' bytes, each handed out once, in the order they are asked for: unpacked
+ * `DOCUMENT_BATCH_BYTES` at a time, so a big book never holds all of its text unpacked at once
+ * (issue 10: "Extraction time and memory grow linearly with the book").
+ *
+ * @param paths the documents in reading order; a path may repeat (a spine item listed twice).
+ * @returns a reader: the bytes of a path asked for the first time, `undefined` after that or
+ *   when the archive lacks it.
+ */
+function documentReader(
+  archive: Archive,
+  paths: string[],
+): (path: string) => Uint8Array | undefined {
+  const order = [...new Set(paths)];
+  const done = new Set<string>();
+  let batch = new Map<string, Uint8Array>();
+  let next = 0;
+  return (path) => {
+    if (done.has(path)) return undefined;
+    done.add(path);
+    while (!batch.has(path) && next < order.length) {
+      const names: string[] = [];
+      for (
+        let size = 0;
+        next < order.length && (names.length === 0 || size < DOCUMENT_BATCH_BYTES);
+      ) {
+        names.push(order[next]);
+        size += archive.size(order[next]);
+        next += 1;
+      }
+      batch = archive.unpack(names);
+    }
+    const bytes = batch.get(path);
+    batch.delete(path);
+    return bytes;
+  };
 }
 
 function unpackOne(archive: Archive, name: string): Uint8Array {

@@ -28,6 +28,8 @@ export interface Archive {
   find(path: string): string | null;
   /** Unpack entries by canonical name (from `find`), in one pass over the archive. */
   unpack(names: Iterable<string>): Map<string, Uint8Array>;
+  /** The unpacked size an entry declares, in bytes; 0 for a name that is not an entry. */
+  size(name: string): number;
 }
 
 /**
@@ -64,6 +66,9 @@ export function openArchive(bytes: Uint8Array, fail: Fail): Archive {
     find(path: string): string | null {
       const name = canonicalName(path);
       return entries.has(name) ? name : folded.get(name.toLowerCase()) ?? null;
+    },
+    size(name: string): number {
+      return entries.get(name)?.size ?? 0;
     },
     unpack(names: Iterable<string>): Map<string, Uint8Array> {
       const wanted = new Map<string, string>();

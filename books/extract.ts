@@ -11,7 +11,7 @@
  * (~60 ms). A call takes the idle worker, or starts one when there is none (the first call, after
  * an abort, or while another call runs: calls are meant to be sequential, and a concurrent one
  * gets a worker of its own rather than waiting). When a call settles, its worker becomes the idle
- * one, or is terminated when there already is one. An abort terminates the call's worker; so does
+ * one, or is terminated when there already is one or when the book was big (`BIG_RESULT_BYTES`). An abort terminates the call's worker; so does
  * a worker that failed. The idle worker is terminated after `IDLE_MS` without a call, by an
  * unref'd timer: an idle Deno worker would otherwise keep `deno run` alive for good.
  * `closeExtractor` terminates it at once.
@@ -39,6 +39,22 @@ export { UnreadableBookError } from "./book.ts";
 export const IDLE_MS = 2_000;
 
 const WORKER_URL = new URL("./extract_worker.ts", import.meta.url).href;
+
+/**
+ * A result this big (chapter html and resources, in bytes) ends its worker instead of idling it:
+ * the worker's heap, several times the book, would otherwise stay allocated beside the main
+ * thread's copy of the result while the chapters are saved (issue 10: "peak worker RSS ≤ 300 MB
+ * while ingesting a 10 MB book"). Starting the next worker costs ~60 ms; a big book takes seconds.
+ */
+export const BIG_RESULT_BYTES = 4 * 1024 * 1024;
+
+/** The size of a book's chapter html (as UTF-16, ×2) and resources, in bytes. */
+function resultBytes(book: ExtractedBook): number {
+  let bytes = 0;
+  for (const chapter of book.chapters) bytes += 2 * (chapter.html.length + chapter.title.length);
+  for (const resource of book.resources ?? []) bytes += resource.bytes.length;
+  return bytes;
+}
 
 /** How a request ends: the worker's answer, or an error (an abort reason, a broken worker). */
 type Outcome = { response: ExtractResponse } | { error: unknown };
@@ -151,7 +167,8 @@ export async function extractBook(path: string, signal: AbortSignal): Promise<Ex
     worker.terminate();
     throw error;
   }
-  keepWorker(worker);
+  if (response.ok && resultBytes(response.book) >= BIG_RESULT_BYTES) worker.terminate();
+  else keepWorker(worker);
   if (response.ok) return response.book;
   throw decodeError(response.error);
 }

@@ -8,7 +8,13 @@
  */
 import assert from "node:assert/strict";
 import { join } from "node:path";
-import { closeExtractor, extractBook, IDLE_MS, UnreadableBookError } from "../books/extract.ts";
+import {
+  BIG_RESULT_BYTES,
+  closeExtractor,
+  extractBook,
+  IDLE_MS,
+  UnreadableBookError,
+} from "../books/extract.ts";
 
 async function inTempDir(fn: (dir: string) => Promise<void>): Promise<void> {
   const dir = await Deno.makeTempDir({ prefix: "extract_worker_test_" });
@@ -197,10 +203,10 @@ Deno.test("extractBook() reads a 20 MB text book of 20,000 chapters", async () =
  * Run a script that extracts one book (then calls `closeExtractor()` when `close`), and measure
  * from the extraction's end to the process's exit, in ms.
  */
-async function exitDelayMs(dir: string, close: boolean): Promise<number> {
-  const book = join(dir, "tiny.txt");
-  await Deno.writeTextFile(book, "Some words.\n");
-  const script = join(dir, `probe_${close}.ts`);
+async function exitDelayMs(dir: string, close: boolean, text = "Some words.\n"): Promise<number> {
+  const book = join(dir, `book_${text.length}.txt`);
+  await Deno.writeTextFile(book, text);
+  const script = join(dir, `probe_${close}_${text.length}.ts`);
   const module = JSON.stringify(new URL("../books/extract.ts", import.meta.url).href);
   await Deno.writeTextFile(
     script,
@@ -235,6 +241,16 @@ Deno.test("extractBook() lets a script exit once its worker idles out, or at onc
       idleMs < IDLE_MS + 3_000,
       `exited ${idleMs} ms after the call: the worker kept it alive`,
     );
+  });
+});
+
+// Its heap would stay allocated beside the main thread's copy of the book while it is saved.
+Deno.test("extractBook() ends the worker that extracted a big book instead of idling it", async () => {
+  await inTempDir(async (dir) => {
+    const paragraph = "It was a dark and stormy night; the rain fell in torrents, now and then.\n";
+    const text = `Big\n\n${paragraph.repeat(BIG_RESULT_BYTES / 2 / paragraph.length + 1000)}`;
+    const bigMs = await exitDelayMs(dir, false, text);
+    assert.ok(bigMs < IDLE_MS / 2, `exited ${bigMs} ms after the call: the worker was kept`);
   });
 });
 
