@@ -87,8 +87,11 @@ export function renderDocument(
 function findHeading(nodes: ChildNode[]): Element | null {
   let best: Element | null = null;
   let bestRank = 7;
+  // Stops at the first rank-1 heading: nothing can outrank it, and a book's text is mostly after
+  // its heading.
   const visit = (children: ChildNode[]): void => {
     for (const node of children) {
+      if (bestRank === 1) return;
       if (!isTag(node)) continue;
       const element = node;
       const rank = element.name === "hgroup" ? hgroupRank(element) : headingRank(element.name);
@@ -103,8 +106,17 @@ function findHeading(nodes: ChildNode[]): Element | null {
   return best;
 }
 
+const HEADING_RANKS: ReadonlyMap<string, number> = new Map([
+  ["h1", 1],
+  ["h2", 2],
+  ["h3", 3],
+  ["h4", 4],
+  ["h5", 5],
+  ["h6", 6],
+]);
+
 function headingRank(name: string): number {
-  return /^h[1-6]$/.test(name) ? Number(name[1]) : 7;
+  return HEADING_RANKS.get(name) ?? 7;
 }
 
 function hgroupRank(hgroup: Element): number {

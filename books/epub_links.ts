@@ -16,7 +16,7 @@
  *
  * @module
  */
-import { type ChildNode, Element, Text } from "domhandler";
+import { type ChildNode, Element, isTag, Text } from "domhandler";
 import { DomUtils } from "htmlparser2";
 import type { BookResource, BookWarningKind } from "./book.ts";
 import type { Archive } from "./epub_archive.ts";
@@ -72,7 +72,7 @@ function safeDecode(text: string): string {
 }
 
 /** MIME types of the files written beside the chapters, by extension, when the manifest is silent. */
-const MEDIA_TYPES: Readonly<Record<string, string>> = {
+const MEDIA_TYPES: ReadonlyMap<string, string> = new Map(Object.entries({
   jpg: "image/jpeg",
   jpeg: "image/jpeg",
   png: "image/png",
@@ -87,7 +87,7 @@ const MEDIA_TYPES: Readonly<Record<string, string>> = {
   mp4: "video/mp4",
   webm: "video/webm",
   vtt: "text/vtt",
-};
+}));
 
 /** Whether a file of this type may be written beside the chapters (what a chapter can show). */
 function isShowable(mediaType: string): boolean {
@@ -95,14 +95,14 @@ function isShowable(mediaType: string): boolean {
 }
 
 /** Attributes holding the URL of a file an element shows, by element. */
-const SOURCE_ATTRIBUTES: Readonly<Record<string, readonly string[]>> = {
+const SOURCE_ATTRIBUTES: ReadonlyMap<string, readonly string[]> = new Map(Object.entries({
   img: ["src"],
   image: ["href", "xlink:href"],
   source: ["src"],
   audio: ["src"],
   video: ["src", "poster"],
   track: ["src"],
-};
+}));
 
 /** Records a warning; the caller caps and deduplicates. */
 export type Warn = (kind: BookWarningKind, message: string) => void;
@@ -146,18 +146,27 @@ export class LinkRewriter {
    */
   rewrite(nodes: ChildNode[], documentPath: string): void {
     const directory = directoryOf(documentPath);
-    for (const element of DomUtils.findAll(() => true, nodes)) {
-      const attribs = element.attribs;
-      if (attribs["xml:lang"] !== undefined && attribs.lang === undefined) {
-        attribs.lang = attribs["xml:lang"];
+    const visit = (children: ChildNode[]): void => {
+      // A copy: rewriting a broken image replaces it in its parent's list.
+      for (const node of [...children]) {
+        if (!isTag(node)) continue;
+        const attribs = node.attribs;
+        if (attribs["xml:lang"] !== undefined && attribs.lang === undefined) {
+          attribs.lang = attribs["xml:lang"];
+        }
+        if ((node.name === "a" || node.name === "area") && attribs.href !== undefined) {
+          this.#rewriteLink(node, directory, documentPath);
+        }
+        const sources = SOURCE_ATTRIBUTES.get(node.name);
+        if (sources !== undefined) {
+          for (const name of sources) {
+            if (attribs[name] !== undefined) this.#rewriteSource(node, name, directory);
+          }
+        }
+        visit(node.children);
       }
-      if ((element.name === "a" || element.name === "area") && attribs.href !== undefined) {
-        this.#rewriteLink(element, directory, documentPath);
-      }
-      for (const name of SOURCE_ATTRIBUTES[element.name] ?? []) {
-        if (attribs[name] !== undefined) this.#rewriteSource(element, name, directory);
-      }
-    }
+    };
+    visit(nodes);
   }
 
   /**
@@ -170,7 +179,7 @@ export class LinkRewriter {
     const known = this.#resources.get(archivePath);
     if (known !== undefined) return known.path;
     const extension = /\.([A-Za-z0-9]+)$/.exec(archivePath)?.[1].toLowerCase() ?? "";
-    const mediaType = this.#mediaTypes.get(archivePath) ?? MEDIA_TYPES[extension] ?? "";
+    const mediaType = this.#mediaTypes.get(archivePath) ?? MEDIA_TYPES.get(extension) ?? "";
     if (!isShowable(mediaType)) return null;
     const base = archivePath.slice(archivePath.lastIndexOf("/") + 1);
     // Numbered, and only safe characters: two folders may hold the same name, and a name is not

@@ -23,14 +23,14 @@ import { classifyLine } from "./text_headings.ts";
 /** Fewest links into the book that make an element a contents list. */
 const MIN_CONTENTS_LINKS = 3;
 
-const HEADING_LEVELS: Readonly<Record<string, number>> = {
+const HEADING_LEVELS: ReadonlyMap<string, number> = new Map(Object.entries({
   h1: 1,
   h2: 2,
   h3: 3,
   h4: 4,
   h5: 5,
   h6: 6,
-};
+}));
 
 /** A Gutenberg start marker inside a text node (the HTML files put it in a `<p>`, `<pre>`…). */
 const START_TEXT = /\*{1,3}\s*START OF (?:THE |THIS )?PROJECT GUTENBERG/i;
@@ -65,7 +65,7 @@ export function extractHtml(source: string, path: string, signal: AbortSignal): 
   const warnings: BookWarning[] = [];
 
   let byline: string | null = null;
-  const headings = DomUtils.findAll((element) => element.name in HEADING_LEVELS, page.body)
+  const headings = DomUtils.findAll((element) => HEADING_LEVELS.has(element.name), page.body)
     .filter((heading) => {
       const name = parseByline(headingText(heading));
       if (name === null) return true;
@@ -124,7 +124,7 @@ function chooseSplit(headings: Element[]): Set<Element> {
   const chapterLike = new Map<number, number>();
   const used = new Map<number, number>();
   for (const heading of headings) {
-    const level = HEADING_LEVELS[heading.name];
+    const level = HEADING_LEVELS.get(heading.name) as number;
     used.set(level, (used.get(level) ?? 0) + 1);
     const kind = classifyLine(headingText(heading));
     if (kind === "chapter" || kind === "numeral") {
@@ -140,7 +140,7 @@ function chooseSplit(headings: Element[]): Set<Element> {
   return new Set(
     chosen === undefined
       ? []
-      : headings.filter((heading) => HEADING_LEVELS[heading.name] <= chosen),
+      : headings.filter((heading) => (HEADING_LEVELS.get(heading.name) as number) <= chosen),
   );
 }
 

@@ -267,6 +267,17 @@ Deno.test("extractBook() skips an EPUB spine item that is binary data, with a wa
   });
 });
 
+Deno.test("extractBook() reads an EPUB whose markup has elements named like Object properties", async () => {
+  const files = bookFiles();
+  // Looked up in a plain object, <constructor> found Object's constructor, and the book failed.
+  files["OEBPS/text/door2.xhtml"] = xhtml(
+    "<title>Door Two</title>",
+    "<p>a <constructor>b</constructor> <toString>c</toString> <valueOf>d</valueOf></p>",
+  );
+  const book = await extractFrom("doors.epub", zip(files));
+  assert.equal(book.chapters[2].html, "<p>a b c d</p>");
+});
+
 // XML forbids U+0000, but neither parser refuses it; Postgres cannot store it in text.
 Deno.test("extractBook() replaces NUL in an EPUB's metadata and chapters with U+FFFD", async () => {
   const files = bookFiles();
