@@ -37,6 +37,7 @@ import { readNavLabels } from "./epub_nav.ts";
 import { attribute, field, list, readAuthor, readDirection, text, xml } from "./epub_package.ts";
 import {
   escapeHtml,
+  htmlText,
   sanitizeChapterHtml,
   type SanitizedHtml,
   sanitizeSvgFile,
@@ -165,6 +166,8 @@ export function extractEpub(bytes: Uint8Array, path: string, signal: AbortSignal
     if (item.path !== null) mediaTypes.set(item.path, item.mediaType);
   }
   const links = new LinkRewriter(archive, spineIndex, mediaTypes, warn);
+  const coverImage = coverImagePath(metadata, manifest);
+  const cover = (): string | null => coverImage === null ? null : links.registered(coverImage);
   const items = [...manifest.values()];
   const tocId = attribute(spineNode, "toc");
   const navLabels = readNavLabels(archive, {
@@ -182,13 +185,14 @@ export function extractEpub(bytes: Uint8Array, path: string, signal: AbortSignal
     signal.throwIfAborted();
     if (page === null) continue;
     const fallbackTitle = `${fixedLayout ? "Page" : "Chapter"} ${rendered.length + 1}`;
+    const untitled = (html: string): string => shows(html, cover) ? "Cover" : fallbackTitle;
     const label = navLabels.get(page.path) ?? null;
     let chapter: SanitizedHtml & { title: string };
     if (page.kind === "image") {
       const src = links.resourceFor(page.path);
       const alt = escapeHtml(label ?? "");
       chapter = {
-        title: label ?? fallbackTitle,
+        title: label ?? (page.path === coverImage ? "Cover" : fallbackTitle),
         ...(src === null
           ? { html: "", blank: true }
           : sanitizeChapterHtml(`<p><img src="${src}" alt="${alt}"/></p>`)),
@@ -210,7 +214,7 @@ export function extractEpub(bytes: Uint8Array, path: string, signal: AbortSignal
         // Caught here, not only in the dispatcher, to name the chapter file that is at fault.
         throw fail(`"${page.path}" could not be parsed: ${describeParseError(error)}`, error);
       }
-      chapter.title ||= fallbackTitle;
+      chapter.title ||= untitled(chapter.html);
     }
     if (chapter.blank) {
       warn("spine_item_skipped", `Spine item "${page.path}" shows nothing; it was left out`);
@@ -316,6 +320,31 @@ function documentReader(
     batch.delete(path);
     return bytes;
   };
+}
+
+/**
+ * The archive path of the book's cover image: the manifest item with the `cover-image` property
+ * (EPUB 3), else the image EPUB 2's `<meta name="cover" content="id">` names; `null` when none.
+ */
+function coverImagePath(
+  metadata: unknown,
+  manifest: ReadonlyMap<string, ManifestItem>,
+): string | null {
+  const items = [...manifest.values()].filter((item) => item.path !== null);
+  const declared = items.find((item) => /(^|\s)cover-image(\s|$)/.test(item.properties));
+  if (declared !== undefined) return declared.path;
+  const id = list(metadata, "meta").find((meta) => attribute(meta, "name") === "cover");
+  const named = manifest.get(attribute(id, "content") ?? "");
+  return named?.path != null && named.mediaType.startsWith("image/") ? named.path : null;
+}
+
+/**
+ * Whether a page shows the cover image and no text: the cover page, which the navigation seldom
+ * names and whose `<title>` is the book's (issue 10, "never the book title repeated").
+ */
+function shows(html: string, cover: () => string | null): boolean {
+  const path = cover();
+  return path !== null && html.includes(`="${path}"`) && htmlText(html) === "";
 }
 
 function unpackOne(archive: Archive, name: string): Uint8Array {

@@ -191,6 +191,16 @@ export class LinkRewriter {
     return path;
   }
 
+  /**
+   * The resource path already given to a file, without registering it.
+   *
+   * @param archivePath a canonical archive path.
+   * @returns its `res/…` path, or `null` when no chapter has shown it yet.
+   */
+  registered(archivePath: string): string | null {
+    return this.#resources.get(archivePath)?.path ?? null;
+  }
+
   /** Every resource registered so far: archive path, written path, media type. */
   resources(): Array<{ archivePath: string; path: string; mediaType: string }> {
     return [...this.#resources].map(([archivePath, r]) => ({ archivePath, ...r }));

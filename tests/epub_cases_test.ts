@@ -178,6 +178,46 @@ Deno.test("extractBook() titles EPUB 2 chapters from the NCX, never the book tit
   assert.deepEqual(titles(book), ["Part One", "Chapter Two", "Page 3"]);
 });
 
+Deno.test("extractBook() titles an untitled page showing only the cover image 'Cover'", async () => {
+  const book = (metadata: string, coverItem: string, spine: string): Uint8Array =>
+    zipEpub({
+      "META-INF/container.xml": CONTAINER,
+      "OEBPS/content.opf": packageDocument({
+        metadata: `<dc:title>Test Book</dc:title>${metadata}`,
+        manifest: coverItem +
+          '<item id="page" href="cover.xhtml" media-type="application/xhtml+xml"/>' +
+          '<item id="plate" href="plate.png" media-type="image/png"/>' +
+          '<item id="c1" href="c1.xhtml" media-type="application/xhtml+xml"/>',
+        spine,
+      }),
+      "OEBPS/cover.png": PNG,
+      "OEBPS/plate.png": PNG,
+      // Its <title> is the book's, as on most cover pages: never a chapter title.
+      "OEBPS/cover.xhtml": xhtml("Test Book", '<div><img src="cover.png" alt="Cover"/></div>'),
+      "OEBPS/c1.xhtml": xhtml("Test Book", '<p>Text.</p><img src="plate.png" alt="A plate"/>'),
+    });
+  const epub3 = await readBytes(
+    "cover3.epub",
+    book(
+      "",
+      '<item id="img" href="cover.png" media-type="image/png" properties="cover-image"/>',
+      '<itemref idref="page"/><itemref idref="c1"/><itemref idref="plate"/>',
+    ),
+  );
+  // A page with text, and an image page that is not the cover, keep their "Chapter N".
+  assert.deepEqual(titles(epub3), ["Cover", "Chapter 2", "Chapter 3"]);
+  const epub2 = await readBytes(
+    "cover2.epub",
+    book(
+      '<meta name="cover" content="img"/>',
+      '<item id="img" href="cover.png" media-type="image/png"/>',
+      '<itemref idref="img"/><itemref idref="c1"/>',
+    ),
+  );
+  // EPUB 2 names its cover image in <meta name="cover">: here the image itself is in the spine.
+  assert.deepEqual(titles(epub2), ["Cover", "Chapter 2"]);
+});
+
 Deno.test("extractBook() reads EPUB creators by role: aut or none is an author", async () => {
   const book = await readBytes(
     "roles.epub",
