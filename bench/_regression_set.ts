@@ -3,7 +3,8 @@
  * `SOURCES.md`): reading its manifest `books.json` and laying a book out as a file the extractor
  * can read (`.gz` fixtures are decompressed into a temporary directory). Shared by
  * `tests/regression_set_test.ts` (exact chapters) and `bench/fidelity.ts` (the fidelity report).
- * An EPUB is added by listing it with its expected values; it needs no compression.
+ * An EPUB is listed with its expected values, language and direction too; it needs no compression
+ * (it is a ZIP already).
  *
  * @module
  */
@@ -22,6 +23,9 @@ export interface SetBook {
   author: string | null;
   /** Every chapter title, in reading order. */
   chapters: string[];
+  /** The edition's language and page-progression direction, where the book states them (EPUB). */
+  language?: string;
+  direction?: "ltr" | "rtl";
 }
 
 /**
