@@ -6,9 +6,10 @@
  * an `UnreadableBookError` naming what is wrong; a spine item that cannot be shown is skipped with
  * a warning (issue 10: "a JPEG page in the spine failed the whole book").
  *
- * Linear in the book: one pass over the archive per kind of file (package, navigation, content,
- * resources), one parse per content document (the sanitiser walks the parsed tree; nothing is
- * serialised and parsed again), and no tree kept once its chapter is rendered.
+ * Linear in the book: one pass over the archive per kind of file (package, navigation, resources)
+ * and per `DOCUMENT_BATCH_BYTES` of content documents, one parse per content document (the
+ * sanitiser walks the parsed tree; nothing is serialised and parsed again), and no tree kept once
+ * its chapter is rendered.
  *
  * @module
  */
