@@ -5,9 +5,10 @@
  * StatsCache}, never counted per request.
  *
  * Auth: the token (`METRICS_TOKEN` when set, else `INTERNAL_API_TOKEN`) is given once on the login
- * form; the answer is a cookie holding only an expiry, signed with HMAC-SHA256 under a key derived
- * from the token (never the token itself), `HttpOnly`, `SameSite=Strict`, `Path=/admin`, and
- * `Secure` when the request came over https. Every form post also passes `hono/csrf` (its Origin
+ * form; the answer is a cookie holding a session id from this process's {@linkcode SessionStore}
+ * (so signing out ends the session, review5), signed with HMAC-SHA256 under a key derived from the
+ * token (never the token itself), `HttpOnly`, `SameSite=Strict`, `Path=/admin`, and `Secure` when
+ * the request came over https. Every form post also passes `hono/csrf` (its Origin
  * or `Sec-Fetch-Site: same-origin` must match, as Sidekiq's `safe_request?`). Live updates come
  * from `/admin/events`, the job event stream behind the same cookie.
  *
@@ -24,6 +25,7 @@ import type { QueueView } from "./queue_view.ts";
 import type { StatsCache } from "./stats_cache.ts";
 import { type EventStreamDeps, streamEvents } from "./api.ts";
 import { JobPage, LoginPage, MessagePage, OverviewPage, QueuePage } from "./admin_pages.tsx";
+import { SessionStore } from "./admin_session.ts";
 
 /** The session cookie's name. */
 export const SESSION_COOKIE = "textstack_admin";
@@ -79,11 +81,15 @@ export function adminRoutes(deps: AdminDeps): Hono {
     new TextEncoder().encode(`textstack-admin-session\u0000${deps.token}`),
   );
   let streams = 0;
+  const sessions = new SessionStore(SESSION_SECONDS * 1000);
 
-  const signedIn = async (c: Parameters<MiddlewareHandler>[0]): Promise<boolean> => {
+  // The session id in the request's cookie, when its signature holds (else undefined).
+  const sessionId = async (c: Parameters<MiddlewareHandler>[0]): Promise<string | undefined> => {
     const value = await getSignedCookie(c, await secret, SESSION_COOKIE);
-    return typeof value === "string" && Number(value) > Date.now();
+    return typeof value === "string" ? value : undefined;
   };
+  const signedIn = async (c: Parameters<MiddlewareHandler>[0]): Promise<boolean> =>
+    sessions.valid(await sessionId(c));
 
   // Before anything reads a body (the sign-in form needs no session): a body past the limit is
   // refused unread, as the 64 KiB limit under /internal.
@@ -118,7 +124,7 @@ export function adminRoutes(deps: AdminDeps): Hono {
     await setSignedCookie(
       c,
       SESSION_COOKIE,
-      String(Date.now() + SESSION_SECONDS * 1000),
+      sessions.create(),
       await secret,
       {
         httpOnly: true,
@@ -143,7 +149,9 @@ export function adminRoutes(deps: AdminDeps): Hono {
   app.use("/admin", requireSession);
   app.use("/admin/*", requireSession);
 
-  app.post("/admin/logout", (c) => {
+  // Ends the session itself, not only the browser's copy of it: the old cookie opens nothing.
+  app.post("/admin/logout", async (c) => {
+    sessions.revoke(await sessionId(c));
     deleteCookie(c, SESSION_COOKIE, { path: "/admin" });
     return c.redirect("/admin/login", 303);
   });

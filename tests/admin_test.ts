@@ -71,11 +71,40 @@ dbTest(
     assert.equal(ok.status, 200);
     assert.match(await ok.text(), /ingestion/);
     // A forged value (the signature no longer matches) is no session.
-    const forged = cookie.replace(/=(\d)/, (_m, d) => `=${(Number(d) + 1) % 10}`);
+    const forged = cookie.replace(/=(.)/, (_m, ch) => `=${ch === "0" ? "1" : "0"}`);
+    assert.notEqual(forged, cookie);
     assert.equal(
       (await app.request(`${ORIGIN}/admin`, { headers: { cookie: forged } })).status,
       303,
     );
+  },
+);
+
+dbTest(
+  "/admin sign-out ends the session: the old cookie no longer opens /admin; a restart signs everyone out",
+  async (db) => {
+    const { app, form, login } = await setup(db);
+    const { cookie } = await login();
+    const other = await login();
+    assert.equal((await app.request(`${ORIGIN}/admin`, { headers: { cookie } })).status, 200);
+    const out = await form("/admin/logout", {}, { cookie });
+    assert.equal(out.status, 303);
+    assert.equal(out.headers.get("location"), "/admin/login");
+    // The browser drops its copy; a copy kept elsewhere (or replayed) is refused all the same.
+    assert.match(out.headers.get("set-cookie") ?? "", /Max-Age=0/);
+    const replayed = await app.request(`${ORIGIN}/admin`, { headers: { cookie } });
+    assert.equal(replayed.status, 303);
+    assert.equal(replayed.headers.get("location"), "/admin/login");
+    assert.equal((await form("/admin/logout", {}, { cookie })).status, 401);
+    // Only that session ended: another sign-in still works.
+    const still = await app.request(`${ORIGIN}/admin`, { headers: { cookie: other.cookie } });
+    assert.equal(still.status, 200);
+    // Sessions live in the process: a new one (same token) knows none of them.
+    const restarted = await setup(db);
+    const after = await restarted.app.request(`${ORIGIN}/admin`, {
+      headers: { cookie: other.cookie },
+    });
+    assert.equal(after.status, 303);
   },
 );
 
