@@ -26,6 +26,7 @@ import type { StatsCache } from "./stats_cache.ts";
 import { type EventStreamDeps, streamEvents } from "./api.ts";
 import { JobPage, LoginPage, MessagePage, OverviewPage, QueuePage } from "./admin_pages.tsx";
 import { SessionStore } from "./admin_session.ts";
+import { clientKey, loginLimit } from "./admin_login_limit.ts";
 
 /** The session cookie's name. */
 export const SESSION_COOKIE = "textstack_admin";
@@ -56,6 +57,11 @@ export interface AdminDeps extends EventStreamDeps {
   ctx: QueueContext;
   /** This process's lock per queue name. */
   locks: ReadonlyMap<string, LockState>;
+  /**
+   * The sign-in rate limit (lib/admin_login_limit.ts): refused sign-ins per address per window;
+   * the defaults unless a test sets them.
+   */
+  loginLimit?: { attempts?: number; windowMs?: number };
 }
 
 // A job id: 1 to the bigint maximum, as the /internal routes accept (issue 9, item 9). zod runs
@@ -114,11 +120,35 @@ export function adminRoutes(deps: AdminDeps): Hono {
     return c.html(<LoginPage />);
   });
 
-  app.post("/admin/login", async (c) => {
+  // Refused sign-ins are counted per client address; past the limit, 429 with Retry-After
+  // (review5: a wrong token only logged a warning, so guessing was unbounded).
+  const limited = loginLimit({
+    ...deps.loginLimit,
+    onLimited: (c, client) => {
+      deps.log.warn(
+        { client, retryAfterS: Number(c.res.headers.get("retry-after")) },
+        "admin login rate-limited",
+      );
+      return c.html(
+        <MessagePage
+          title="Too many sign-in attempts"
+          message={`Too many refused sign-ins from this address: try again in ${
+            c.res.headers.get("retry-after")
+          } s`}
+        />,
+        429,
+      );
+    },
+  });
+
+  app.post("/admin/login", limited, async (c) => {
     const form = await c.req.parseBody();
     const given = typeof form.token === "string" ? form.token : "";
     if (!(await timingSafeEqual(given, deps.token))) {
-      deps.log.warn({ ip: c.req.header("x-forwarded-for") ?? null }, "admin login refused");
+      deps.log.warn(
+        { client: clientKey(c), forwardedFor: c.req.header("x-forwarded-for") ?? null },
+        "admin login refused",
+      );
       return c.html(<LoginPage error="Wrong token" />, 401);
     }
     await setSignedCookie(

@@ -1,5 +1,11 @@
 import assert from "node:assert/strict";
-import { ADMIN_MAX_BODY_BYTES, adminRoutes, SESSION_COOKIE } from "../lib/admin.tsx";
+import {
+  ADMIN_MAX_BODY_BYTES,
+  type AdminDeps,
+  adminRoutes,
+  SESSION_COOKIE,
+} from "../lib/admin.tsx";
+import { LOGIN_ATTEMPTS, LOGIN_WINDOW_MS } from "../lib/admin_login_limit.ts";
 import { Lifecycle } from "../lib/lifecycle.ts";
 import { StatsCache } from "../lib/stats_cache.ts";
 import { ingestionView } from "../queues/ingestion_view.ts";
@@ -9,7 +15,7 @@ import { ssgView } from "../queues/ssg_view.ts";
 import { autoPublishView } from "../queues/auto_publish_view.ts";
 import { seoView } from "../queues/seo_backfill_view.ts";
 import type { QueueView } from "../lib/queue_view.ts";
-import { dbTest, type TestDb } from "./_db.ts";
+import { dbTest, type TestDb, waitFor } from "./_db.ts";
 import { ingestionContext, insertJob } from "./_ingestion.ts";
 
 const TOKEN = "admin-test-token-0123456789";
@@ -23,7 +29,11 @@ const ALL_VIEWS = [
   seoView,
 ];
 
-async function setup(db: TestDb, views: QueueView[] = [ingestionView]) {
+async function setup(
+  db: TestDb,
+  views: QueueView[] = [ingestionView],
+  loginLimit?: AdminDeps["loginLimit"],
+) {
   const ctx = await ingestionContext(db);
   const cache = new StatsCache({ sql: db.sql, schema: db.schema, views, log: ctx.log });
   const app = adminRoutes({
@@ -35,13 +45,28 @@ async function setup(db: TestDb, views: QueueView[] = [ingestionView]) {
     events: ctx.events,
     lifecycle: new Lifecycle(ctx.log, 2000),
     log: ctx.log,
+    loginLimit,
   });
-  const form = (path: string, body: Record<string, string>, headers: Record<string, string> = {}) =>
-    app.request(`${ORIGIN}${path}`, {
-      method: "POST",
-      headers: { "content-type": "application/x-www-form-urlencoded", origin: ORIGIN, ...headers },
-      body: new URLSearchParams(body).toString(),
-    });
+  const form = (
+    path: string,
+    body: Record<string, string>,
+    headers: Record<string, string> = {},
+    peer = "127.0.0.1",
+  ) =>
+    app.request(
+      `${ORIGIN}${path}`,
+      {
+        method: "POST",
+        headers: {
+          "content-type": "application/x-www-form-urlencoded",
+          origin: ORIGIN,
+          ...headers,
+        },
+        body: new URLSearchParams(body).toString(),
+      },
+      // What Deno.serve hands Hono as `c.env`: the TCP peer.
+      { remoteAddr: { transport: "tcp", hostname: peer, port: 40000 } },
+    );
   const login = async () => {
     const res = await form("/admin/login", { token: TOKEN });
     assert.equal(res.status, 303);
@@ -107,6 +132,53 @@ dbTest(
     assert.equal(after.status, 303);
   },
 );
+
+dbTest(
+  "/admin sign-in is rate-limited per client address: 429 with Retry-After past 10 refusals",
+  async (db) => {
+    const { form } = await setup(db);
+    const wrong = (peer: string) => form("/admin/login", { token: "wrong-wrong-wrong" }, {}, peer);
+    const right = (peer: string) => form("/admin/login", { token: TOKEN }, {}, peer);
+    // Successful sign-ins are not counted.
+    for (let i = 0; i < 3; i++) assert.equal((await right("192.0.2.7")).status, 303);
+    for (let i = 1; i <= LOGIN_ATTEMPTS; i++) {
+      const res = await wrong("192.0.2.7");
+      assert.equal(res.status, 401, `refusal ${i}`);
+      assert.equal(res.headers.get("ratelimit-remaining"), String(LOGIN_ATTEMPTS - i));
+    }
+    const limited = await wrong("192.0.2.7");
+    assert.equal(limited.status, 429);
+    const retryAfter = Number(limited.headers.get("retry-after"));
+    assert.ok(
+      retryAfter > LOGIN_WINDOW_MS / 1000 - 5 && retryAfter <= LOGIN_WINDOW_MS / 1000,
+      `Retry-After ${retryAfter}`,
+    );
+    assert.match(await limited.text(), /Too many refused sign-ins/);
+    // Past the limit even the right token waits: guessing cannot go on between good sign-ins.
+    const locked = await right("192.0.2.7");
+    assert.equal(locked.status, 429);
+    assert.equal(locked.headers.get("set-cookie"), null);
+    // Another address has its own budget; an IPv6 host's whole /64 shares one.
+    assert.equal((await right("198.51.100.1")).status, 303);
+    for (let i = 0; i < LOGIN_ATTEMPTS; i++) await wrong(`2001:db8:0:1::${i + 1}`);
+    assert.equal((await wrong("2001:db8:0:1:ffff::9")).status, 429);
+    assert.equal((await wrong("2001:db8:0:2::1")).status, 401);
+  },
+);
+
+dbTest("/admin sign-in rate limit ends with its window", async (db) => {
+  const { form } = await setup(db, [ingestionView], { attempts: 2, windowMs: 1000 });
+  for (let i = 0; i < 2; i++) {
+    assert.equal((await form("/admin/login", { token: "wrong-wrong-wrong" })).status, 401);
+  }
+  assert.equal((await form("/admin/login", { token: TOKEN })).status, 429);
+  await waitFor(
+    "the window to end",
+    async () => (await form("/admin/login", { token: TOKEN })).status === 303,
+    5000,
+    100,
+  );
+});
 
 dbTest(
   "/admin form posts from another origin are refused (CSRF), even with the cookie",
