@@ -126,6 +126,29 @@ Deno.test("main.ts refuses a bad setting at startup, naming it", async () => {
   );
 });
 
+Deno.test("main.ts refuses every bad or ignored setting at startup with exit 2, naming it", async () => {
+  // The database is unreachable: a setting that got past the check would leave the worker
+  // retrying it instead of exiting 2.
+  const cases: Array<[Record<string, string>, string]> = [
+    [{ ENRICHMENT_API_TIMEOUT_MS: "abc" }, "Cannot parse ENRICHMENT_API_TIMEOUT_MS: "],
+    [{ SSG_STALE_AFTER_MS: "60000" }, "Cannot use SSG_STALE_AFTER_MS: the ssg queue has no stale"],
+    [{ SEO_TIMEOUT_MS: "60000" }, "Cannot use SEO_TIMEOUT_MS: "],
+    [{ AUTO_PUBLISH_STALE_AFTER_MS: "60000" }, "Cannot use AUTO_PUBLISH_STALE_AFTER_MS: "],
+    [{ INDEXNOW_KEY: "?" }, "Cannot parse INDEXNOW_KEY: "],
+    [{ HOST: "not a host!" }, "Cannot parse HOST: "],
+  ];
+  for (const [env, message] of cases) {
+    const worker = spawnWorker(null, { ...env, DATABASE_URL: "postgres://x@127.0.0.1:1/x" });
+    const timer = setTimeout(() => worker.child.kill("SIGKILL"), 15_000);
+    const status = await worker.exited;
+    clearTimeout(timer);
+    const line = worker.logs.find((l) => l.msg === "invalid configuration");
+    assert.equal(status.code, 2, `${JSON.stringify(env)}: ${JSON.stringify(worker.logs)}`);
+    assert.ok(String(line?.err).startsWith(message), `${JSON.stringify(env)}: ${line?.err}`);
+    assert.ok(!worker.logs.some((l) => l.msg === "starting"), "nothing starts before the check");
+  }
+});
+
 Deno.test("main.ts retries an unreachable database with backoff, saying so, and stops on SIGTERM", async () => {
   const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
   const port = (listener.addr as Deno.NetAddr).port;
