@@ -79,6 +79,19 @@ try {
   createLogger().fatal({ err: err.message }, "invalid configuration");
   Deno.exit(2);
 }
+// HOST and PORT are proved by binding them once, before the database is touched (review5: a HOST
+// that cannot be bound exited 1, after the migrations had run). Nothing connects to this trial
+// socket, so the port is free again at once for Deno.serve below.
+try {
+  Deno.listen({ hostname: config.host, port: config.port }).close();
+} catch (err) {
+  const detail = err instanceof Error ? err.message : String(err);
+  createLogger().fatal(
+    { err: `Cannot use HOST and PORT: cannot listen on ${config.host}:${config.port}: ${detail}` },
+    "invalid configuration",
+  );
+  Deno.exit(2);
+}
 const log = createLogger(config.logLevel);
 guardDriverCloseCrash(log);
 // stderr carries nothing but JSON log lines (issue 9, item 9): the runtime's own warnings (e.g.

@@ -149,6 +149,41 @@ Deno.test("main.ts refuses every bad or ignored setting at startup with exit 2, 
   }
 });
 
+Deno.test("main.ts refuses a HOST or PORT it cannot listen on with exit 2, before touching the database", async () => {
+  // A stand-in server that only counts connections: the worker must exit before it connects.
+  const database = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  let connections = 0;
+  (async () => {
+    for await (const conn of database) connections++, conn.close();
+  })().catch(() => {});
+  const taken = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const takenPort = (taken.addr as Deno.NetAddr).port;
+  const url = `postgres://x@127.0.0.1:${(database.addr as Deno.NetAddr).port}/x`;
+  const cases: Array<[Record<string, string>, string]> = [
+    // TEST-NET-1 (RFC 5737): a well-formed address this machine does not have.
+    [{ HOST: "192.0.2.1" }, "Cannot use HOST and PORT: cannot listen on 192.0.2.1:0: "],
+    [
+      { PORT: String(takenPort) },
+      `Cannot use HOST and PORT: cannot listen on 127.0.0.1:${takenPort}: `,
+    ],
+  ];
+  try {
+    for (const [env, message] of cases) {
+      const worker = spawnWorker(null, { ...env, DATABASE_URL: url });
+      const timer = setTimeout(() => worker.child.kill("SIGKILL"), 15_000);
+      const status = await worker.exited;
+      clearTimeout(timer);
+      assert.equal(status.code, 2, `${JSON.stringify(env)}: ${JSON.stringify(worker.logs)}`);
+      const line = worker.logs.find((l) => l.msg === "invalid configuration");
+      assert.ok(String(line?.err).startsWith(message), `${JSON.stringify(env)}: ${line?.err}`);
+      assert.equal(connections, 0, "the database was touched");
+    }
+  } finally {
+    taken.close();
+    database.close();
+  }
+});
+
 Deno.test("main.ts retries an unreachable database with backoff, saying so, and stops on SIGTERM", async () => {
   const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
   const port = (listener.addr as Deno.NetAddr).port;
