@@ -94,8 +94,11 @@ try {
 }
 const log = createLogger(config.logLevel);
 guardDriverCloseCrash(log);
-// stderr carries nothing but JSON log lines (issue 9, item 9): the runtime's own warnings (e.g.
-// Deno.serve's note on request.signal) go through the logger too.
+// stderr carries nothing but JSON log lines (issue 9, item 9): the runtime's own warnings go
+// through the logger too. Deno.serve's "request.signal aborts on successful responses (legacy
+// behavior)" note, logged once per process whenever a chunked body passed hono's bodyLimit (it
+// reads request.signal), is gone at its cause: deno.json opts into `no-legacy-abort`, where the
+// signal aborts only when the client goes away (review5; tests/process_test.ts).
 for (const level of ["warn", "error", "log", "info"] as const) {
   console[level] = (...args: unknown[]) =>
     log.warn(

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { dbTest, type TestDb, waitFor } from "./_db.ts";
 import { insertJob, jobRow, SMALL_BOOK } from "./_ingestion.ts";
-import { postJson, spawnWorker } from "./_worker.ts";
+import { postJson, spawnWorker, TEST_TOKEN } from "./_worker.ts";
 import { mkfifo } from "./_fs.ts";
 
 async function storage(): Promise<string> {
@@ -207,5 +207,52 @@ dbTest(
     assert.equal((await worker.exited).code, 0);
     const row = await jobRow(db, id);
     assert.deepEqual([row.status, row.attempt_count, row.error], ["Queued", 0, null]);
+  },
+);
+
+/** A request body sent in chunks (`Transfer-Encoding: chunked`, no `Content-Length`). */
+function chunked(text: string): ReadableStream<Uint8Array> {
+  return new ReadableStream({
+    start(controller) {
+      controller.enqueue(new TextEncoder().encode(text));
+      controller.close();
+    },
+  });
+}
+
+dbTest(
+  "main.ts logs no runtime notice for a chunked request body (Deno.serve's legacy request.signal abort)",
+  async (db) => {
+    const worker = spawnWorker(db, { STORAGE_DIR: await storage() });
+    try {
+      const base = await worker.baseUrl();
+      // hono's bodyLimit re-reads a chunked body into a new Request, which reads request.signal;
+      // under Deno's legacy abort mode that logged a warning once per process.
+      const api = await fetch(`${base}/internal/ingestion/jobs`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${TEST_TOKEN}`, "content-type": "application/json" },
+        body: chunked(JSON.stringify({ source_path: "missing.txt" })),
+      });
+      assert.equal(api.status, 400);
+      await api.body?.cancel();
+      const login = await fetch(`${base}/admin/login`, {
+        method: "POST",
+        headers: { "content-type": "application/x-www-form-urlencoded", origin: base },
+        body: chunked(`token=${TEST_TOKEN}`),
+        redirect: "manual",
+      });
+      assert.equal(login.status, 303);
+      await login.body?.cancel();
+      // The notice is written when a request closes: one more round trip passes that point.
+      assert.equal((await fetch(`${base}/healthz`)).status, 200);
+      assert.equal((await fetch(`${base}/healthz`)).status, 200);
+      const notices = worker.logs.filter((l) =>
+        l.msg === "runtime message" || String(l.msg).startsWith("stderr: ")
+      );
+      assert.deepEqual(notices, []);
+    } finally {
+      worker.child.kill("SIGTERM");
+      assert.equal((await worker.exited).code, 0);
+    }
   },
 );
