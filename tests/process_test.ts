@@ -256,3 +256,46 @@ dbTest(
     }
   },
 );
+
+dbTest(
+  "main.ts over HTTP: token refusals are 401 with a Bearer challenge; sign-in past 10 refusals is 429",
+  async (db) => {
+    const worker = spawnWorker(db, { STORAGE_DIR: await storage() });
+    try {
+      const base = await worker.baseUrl();
+      for (
+        const [path, realm] of [["/internal/openapi.json", "internal"], ["/metrics", "metrics"]]
+      ) {
+        for (const authorization of [undefined, "Basic dXNlcjpwYXNz", "Bearer wrong-token"]) {
+          const res = await fetch(`${base}${path}`, {
+            headers: authorization ? { authorization } : {},
+          });
+          assert.equal(res.status, 401, `${path} ${authorization}`);
+          assert.match(
+            res.headers.get("www-authenticate") ?? "",
+            new RegExp(`^Bearer realm="textstack-${realm}"`),
+          );
+          await res.body?.cancel();
+        }
+      }
+      const signIn = async (token: string) => {
+        const res = await fetch(`${base}/admin/login`, {
+          method: "POST",
+          headers: { "content-type": "application/x-www-form-urlencoded", origin: base },
+          body: new URLSearchParams({ token }),
+          redirect: "manual",
+        });
+        await res.body?.cancel();
+        return res;
+      };
+      for (let i = 0; i < 10; i++) assert.equal((await signIn("wrong-wrong-wrong")).status, 401);
+      const limited = await signIn(TEST_TOKEN);
+      assert.equal(limited.status, 429);
+      assert.ok(Number(limited.headers.get("retry-after")) > 0);
+      await worker.waitForLog("admin login rate-limited", { client: "127.0.0.1" });
+    } finally {
+      worker.child.kill("SIGTERM");
+      assert.equal((await worker.exited).code, 0);
+    }
+  },
+);
