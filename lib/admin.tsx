@@ -8,9 +8,12 @@
  * form; the answer is a cookie holding a session id from this process's {@linkcode SessionStore}
  * (so signing out ends the session, review5), signed with HMAC-SHA256 under a key derived from the
  * token (never the token itself), `HttpOnly`, `SameSite=Strict`, `Path=/admin`, and `Secure` when
- * the request came over https. Every form post also passes `hono/csrf` (its Origin
- * or `Sec-Fetch-Site: same-origin` must match, as Sidekiq's `safe_request?`). Live updates come
- * from `/admin/events`, the job event stream behind the same cookie.
+ * the request came over https. Every form post also passes `hono/csrf` (its Origin or
+ * `Sec-Fetch-Site: same-origin` must match, as Sidekiq's `safe_request?`). Live updates come from
+ * `/admin/events`, the job event stream behind the same cookie. Sign-in is rate-limited per
+ * client address (lib/admin_login_limit.ts). Every answer carries `hono/secure-headers`: a CSP of
+ * this origin's own files only (the style and the script are served from `/admin/assets/`, never
+ * inline) and `X-Frame-Options: DENY` (review5).
  *
  * @module
  */
@@ -24,7 +27,16 @@ import type { QueueContext } from "./consumer.ts";
 import type { QueueView } from "./queue_view.ts";
 import type { StatsCache } from "./stats_cache.ts";
 import { type EventStreamDeps, streamEvents } from "./api.ts";
-import { JobPage, LoginPage, MessagePage, OverviewPage, QueuePage } from "./admin_pages.tsx";
+import { secureHeaders } from "hono/secure-headers";
+import {
+  DASHBOARD_CSS,
+  JobPage,
+  LIVE_JS,
+  LoginPage,
+  MessagePage,
+  OverviewPage,
+  QueuePage,
+} from "./admin_pages.tsx";
 import { SessionStore } from "./admin_session.ts";
 import { clientKey, loginLimit } from "./admin_login_limit.ts";
 
@@ -110,10 +122,36 @@ export function adminRoutes(deps: AdminDeps): Hono {
         413,
       ),
   });
+  // First, so every answer under /admin carries them (review5): a CSP that allows only this
+  // origin's own files (the style and the live script are served below, never inline), no
+  // framing (clickjacking the retry button), no sniffing. HSTS is left to the https proxy: the
+  // worker itself speaks plain http.
+  const secure = secureHeaders({
+    contentSecurityPolicy: {
+      defaultSrc: ["'none'"],
+      scriptSrc: ["'self'"],
+      styleSrc: ["'self'"],
+      imgSrc: ["'self'"],
+      connectSrc: ["'self'"],
+      formAction: ["'self'"],
+      frameAncestors: ["'none'"],
+      baseUri: ["'none'"],
+    },
+    xFrameOptions: "DENY",
+    strictTransportSecurity: false,
+  });
+  app.use("/admin/*", secure);
+  app.use("/admin", secure);
   app.use("/admin/*", limit);
   app.use("/admin", limit);
   app.use("/admin/*", csrf());
   app.use("/admin", csrf());
+
+  // The style and the script, before the session check: the sign-in page is styled too.
+  const asset = (body: string, type: string) => (c: Parameters<MiddlewareHandler>[0]) =>
+    c.body(body, 200, { "content-type": type, "cache-control": "no-cache" });
+  app.get("/admin/assets/dashboard.css", asset(DASHBOARD_CSS, "text/css; charset=utf-8"));
+  app.get("/admin/assets/live.js", asset(LIVE_JS, "text/javascript; charset=utf-8"));
 
   app.get("/admin/login", async (c) => {
     if (await signedIn(c)) return c.redirect("/admin", 303);

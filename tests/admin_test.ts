@@ -181,6 +181,53 @@ dbTest("/admin sign-in rate limit ends with its window", async (db) => {
 });
 
 dbTest(
+  "/admin pages carry a CSP of this origin only, X-Frame-Options DENY; style and script are served files",
+  async (db) => {
+    const { app, form, login } = await setup(db);
+    const { cookie } = await login();
+    const answers = [
+      await app.request(`${ORIGIN}/admin/login`),
+      await app.request(`${ORIGIN}/admin`, { headers: { cookie } }),
+      await app.request(`${ORIGIN}/admin`),
+      await app.request(`${ORIGIN}/admin/queues/ingestion`, { headers: { cookie } }),
+      await app.request(`${ORIGIN}/admin/queues/nope`, { headers: { cookie } }),
+      await form("/admin/login", { token: "wrong-wrong-wrong" }),
+    ];
+    for (const res of answers) {
+      const csp = res.headers.get("content-security-policy") ?? "";
+      const directives = new Map(
+        csp.split(";").map((d) => d.trim().split(/\s+/)).map(([k, ...v]) => [k, v.join(" ")]),
+      );
+      assert.equal(directives.get("default-src"), "'none'", `${res.url} ${csp}`);
+      for (const name of ["script-src", "style-src", "connect-src", "form-action"]) {
+        assert.equal(directives.get(name), "'self'", `${name} in ${csp}`);
+      }
+      assert.equal(directives.get("frame-ancestors"), "'none'");
+      assert.equal(res.headers.get("x-frame-options"), "DENY");
+      assert.equal(res.headers.get("x-content-type-options"), "nosniff");
+      await res.body?.cancel();
+    }
+    // Nothing inline for the CSP to block: the pages link the served style and script.
+    const page = await (await app.request(`${ORIGIN}/admin`, { headers: { cookie } })).text();
+    assert.doesNotMatch(page, /<style|<script>|\son[a-z]+=/i);
+    assert.match(page, /<link rel="stylesheet" href="\/admin\/assets\/dashboard.css"/);
+    assert.match(page, /<script src="\/admin\/assets\/live.js"><\/script>/);
+    // Served without a session (the sign-in page is styled), with their types.
+    for (
+      const [path, type, text] of [
+        ["/admin/assets/dashboard.css", /^text\/css/, /header\{background:#1f2a44/],
+        ["/admin/assets/live.js", /^text\/javascript/, /new EventSource\("\/admin\/events"\)/],
+      ] as const
+    ) {
+      const res = await app.request(`${ORIGIN}${path}`);
+      assert.equal(res.status, 200, path);
+      assert.match(res.headers.get("content-type") ?? "", type);
+      assert.match(await res.text(), text);
+    }
+  },
+);
+
+dbTest(
   "/admin form posts from another origin are refused (CSRF), even with the cookie",
   async (db) => {
     const { form, login, ctx } = await setup(db);
