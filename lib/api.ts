@@ -183,6 +183,7 @@ export function createApi(deps: ApiDeps): Hono {
     "/internal/events",
     describeRoute({
       summary: "Live job events (Server-Sent Events), one per committed status transition",
+      database: false,
       responses: {
         200: "text/event-stream: `ready`, then one event per transition",
         503: "Shutting down: connect to another instance",
@@ -194,7 +195,11 @@ export function createApi(deps: ApiDeps): Hono {
   for (const [path, routes] of Object.entries(deps.routes)) app.route(`/internal${path}`, routes);
   app.get(
     "/internal/openapi.json",
-    describeRoute({ summary: "This document (OpenAPI 3.1)", responses: { 200: "The document" } }),
+    describeRoute({
+      summary: "This document (OpenAPI 3.1)",
+      responses: { 200: "The document" },
+      database: false,
+    }),
     (c) => c.json(openApiDocument(app, "/internal", OPENAPI_INFO)),
   );
   for (const other of deps.apps ?? []) app.route("/", other);
