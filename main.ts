@@ -79,10 +79,26 @@ try {
   createLogger().fatal({ err: err.message }, "invalid configuration");
   Deno.exit(2);
 }
+// HOST and PORT are proved by binding them once, before the database is touched (review5: a HOST
+// that cannot be bound exited 1, after the migrations had run). Nothing connects to this trial
+// socket, so the port is free again at once for Deno.serve below.
+try {
+  Deno.listen({ hostname: config.host, port: config.port }).close();
+} catch (err) {
+  const detail = err instanceof Error ? err.message : String(err);
+  createLogger().fatal(
+    { err: `Cannot use HOST and PORT: cannot listen on ${config.host}:${config.port}: ${detail}` },
+    "invalid configuration",
+  );
+  Deno.exit(2);
+}
 const log = createLogger(config.logLevel);
 guardDriverCloseCrash(log);
-// stderr carries nothing but JSON log lines (issue 9, item 9): the runtime's own warnings (e.g.
-// Deno.serve's note on request.signal) go through the logger too.
+// stderr carries nothing but JSON log lines (issue 9, item 9): the runtime's own warnings go
+// through the logger too. Deno.serve's "request.signal aborts on successful responses (legacy
+// behavior)" note, logged once per process whenever a chunked body passed hono's bodyLimit (it
+// reads request.signal), is gone at its cause: deno.json opts into `no-legacy-abort`, where the
+// signal aborts only when the client goes away (review5; tests/process_test.ts).
 for (const level of ["warn", "error", "log", "info"] as const) {
   console[level] = (...args: unknown[]) =>
     log.warn(

@@ -5,11 +5,15 @@
  * StatsCache}, never counted per request.
  *
  * Auth: the token (`METRICS_TOKEN` when set, else `INTERNAL_API_TOKEN`) is given once on the login
- * form; the answer is a cookie holding only an expiry, signed with HMAC-SHA256 under a key derived
- * from the token (never the token itself), `HttpOnly`, `SameSite=Strict`, `Path=/admin`, and
- * `Secure` when the request came over https. Every form post also passes `hono/csrf` (its Origin
- * or `Sec-Fetch-Site: same-origin` must match, as Sidekiq's `safe_request?`). Live updates come
- * from `/admin/events`, the job event stream behind the same cookie.
+ * form; the answer is a cookie holding a session id from this process's {@linkcode SessionStore}
+ * (so signing out ends the session, review5), signed with HMAC-SHA256 under a key derived from the
+ * token (never the token itself), `HttpOnly`, `SameSite=Strict`, `Path=/admin`, and `Secure` when
+ * the request came over https. Every form post also passes `hono/csrf` (its Origin or
+ * `Sec-Fetch-Site: same-origin` must match, as Sidekiq's `safe_request?`). Live updates come from
+ * `/admin/events`, the job event stream behind the same cookie. Sign-in is rate-limited per
+ * client address (lib/admin_login_limit.ts). Every answer carries `hono/secure-headers`: a CSP of
+ * this origin's own files only (the style and the script are served from `/admin/assets/`, never
+ * inline) and `X-Frame-Options: DENY` (review5).
  *
  * @module
  */
@@ -23,7 +27,18 @@ import type { QueueContext } from "./consumer.ts";
 import type { QueueView } from "./queue_view.ts";
 import type { StatsCache } from "./stats_cache.ts";
 import { type EventStreamDeps, streamEvents } from "./api.ts";
-import { JobPage, LoginPage, MessagePage, OverviewPage, QueuePage } from "./admin_pages.tsx";
+import { secureHeaders } from "hono/secure-headers";
+import {
+  DASHBOARD_CSS,
+  JobPage,
+  LIVE_JS,
+  LoginPage,
+  MessagePage,
+  OverviewPage,
+  QueuePage,
+} from "./admin_pages.tsx";
+import { SessionStore } from "./admin_session.ts";
+import { clientKey, loginLimit } from "./admin_login_limit.ts";
 
 /** The session cookie's name. */
 export const SESSION_COOKIE = "textstack_admin";
@@ -54,6 +69,11 @@ export interface AdminDeps extends EventStreamDeps {
   ctx: QueueContext;
   /** This process's lock per queue name. */
   locks: ReadonlyMap<string, LockState>;
+  /**
+   * The sign-in rate limit (lib/admin_login_limit.ts): refused sign-ins per address per window;
+   * the defaults unless a test sets them.
+   */
+  loginLimit?: { attempts?: number; windowMs?: number };
 }
 
 // A job id: 1 to the bigint maximum, as the /internal routes accept (issue 9, item 9). zod runs
@@ -79,11 +99,15 @@ export function adminRoutes(deps: AdminDeps): Hono {
     new TextEncoder().encode(`textstack-admin-session\u0000${deps.token}`),
   );
   let streams = 0;
+  const sessions = new SessionStore(SESSION_SECONDS * 1000);
 
-  const signedIn = async (c: Parameters<MiddlewareHandler>[0]): Promise<boolean> => {
+  // The session id in the request's cookie, when its signature holds (else undefined).
+  const sessionId = async (c: Parameters<MiddlewareHandler>[0]): Promise<string | undefined> => {
     const value = await getSignedCookie(c, await secret, SESSION_COOKIE);
-    return typeof value === "string" && Number(value) > Date.now();
+    return typeof value === "string" ? value : undefined;
   };
+  const signedIn = async (c: Parameters<MiddlewareHandler>[0]): Promise<boolean> =>
+    sessions.valid(await sessionId(c));
 
   // Before anything reads a body (the sign-in form needs no session): a body past the limit is
   // refused unread, as the 64 KiB limit under /internal.
@@ -98,27 +122,77 @@ export function adminRoutes(deps: AdminDeps): Hono {
         413,
       ),
   });
+  // First, so every answer under /admin carries them (review5): a CSP that allows only this
+  // origin's own files (the style and the live script are served below, never inline), no
+  // framing (clickjacking the retry button), no sniffing. HSTS is left to the https proxy: the
+  // worker itself speaks plain http.
+  const secure = secureHeaders({
+    contentSecurityPolicy: {
+      defaultSrc: ["'none'"],
+      scriptSrc: ["'self'"],
+      styleSrc: ["'self'"],
+      imgSrc: ["'self'"],
+      connectSrc: ["'self'"],
+      formAction: ["'self'"],
+      frameAncestors: ["'none'"],
+      baseUri: ["'none'"],
+    },
+    xFrameOptions: "DENY",
+    strictTransportSecurity: false,
+  });
+  app.use("/admin/*", secure);
+  app.use("/admin", secure);
   app.use("/admin/*", limit);
   app.use("/admin", limit);
   app.use("/admin/*", csrf());
   app.use("/admin", csrf());
+
+  // The style and the script, before the session check: the sign-in page is styled too.
+  const asset = (body: string, type: string) => (c: Parameters<MiddlewareHandler>[0]) =>
+    c.body(body, 200, { "content-type": type, "cache-control": "no-cache" });
+  app.get("/admin/assets/dashboard.css", asset(DASHBOARD_CSS, "text/css; charset=utf-8"));
+  app.get("/admin/assets/live.js", asset(LIVE_JS, "text/javascript; charset=utf-8"));
 
   app.get("/admin/login", async (c) => {
     if (await signedIn(c)) return c.redirect("/admin", 303);
     return c.html(<LoginPage />);
   });
 
-  app.post("/admin/login", async (c) => {
+  // Refused sign-ins are counted per client address; past the limit, 429 with Retry-After
+  // (review5: a wrong token only logged a warning, so guessing was unbounded).
+  const limited = loginLimit({
+    ...deps.loginLimit,
+    onLimited: (c, client) => {
+      deps.log.warn(
+        { client, retryAfterS: Number(c.res.headers.get("retry-after")) },
+        "admin login rate-limited",
+      );
+      return c.html(
+        <MessagePage
+          title="Too many sign-in attempts"
+          message={`Too many refused sign-ins from this address: try again in ${
+            c.res.headers.get("retry-after")
+          } s`}
+        />,
+        429,
+      );
+    },
+  });
+
+  app.post("/admin/login", limited, async (c) => {
     const form = await c.req.parseBody();
     const given = typeof form.token === "string" ? form.token : "";
     if (!(await timingSafeEqual(given, deps.token))) {
-      deps.log.warn({ ip: c.req.header("x-forwarded-for") ?? null }, "admin login refused");
+      deps.log.warn(
+        { client: clientKey(c), forwardedFor: c.req.header("x-forwarded-for") ?? null },
+        "admin login refused",
+      );
       return c.html(<LoginPage error="Wrong token" />, 401);
     }
     await setSignedCookie(
       c,
       SESSION_COOKIE,
-      String(Date.now() + SESSION_SECONDS * 1000),
+      sessions.create(),
       await secret,
       {
         httpOnly: true,
@@ -143,7 +217,9 @@ export function adminRoutes(deps: AdminDeps): Hono {
   app.use("/admin", requireSession);
   app.use("/admin/*", requireSession);
 
-  app.post("/admin/logout", (c) => {
+  // Ends the session itself, not only the browser's copy of it: the old cookie opens nothing.
+  app.post("/admin/logout", async (c) => {
+    sessions.revoke(await sessionId(c));
     deleteCookie(c, SESSION_COOKIE, { path: "/admin" });
     return c.redirect("/admin/login", 303);
   });

@@ -5,16 +5,19 @@
  * in after a job event: it re-fetches the same URL and replaces each region by id (GoodJob's
  * live poll, issue 12). Plain links, forms and buttons throughout, so the keyboard works.
  *
+ * The style and the script are files the dashboard serves ({@linkcode DASHBOARD_CSS},
+ * {@linkcode LIVE_JS}), never inline: the pages' Content-Security-Policy allows only `'self'`
+ * (review5, lib/admin.tsx).
+ *
  * @module
  */
 import type { Child, FC } from "hono/jsx";
-// Script and style text must reach the page unescaped (JSX escapes text children).
-import { raw } from "hono/html";
 import type { JobDetail, JobSummary, QueueView } from "./queue_view.ts";
 import { RETRYABLE_STATUS } from "./queue_view.ts";
 import type { StatsSnapshot } from "./stats_cache.ts";
 
-const STYLE = `
+/** The dashboard's style sheet, served at `/admin/assets/dashboard.css`. */
+export const DASHBOARD_CSS = `
 body{font:15px/1.45 system-ui,sans-serif;margin:0;color:#1d1d1f;background:#fafafa}
 header{background:#1f2a44;color:#fff;padding:.6rem 1.2rem;display:flex;gap:1.2rem;align-items:center}
 header a{color:#fff}header form{margin-left:auto}
@@ -34,7 +37,8 @@ dt{font-weight:600}.note{padding:.4rem .6rem;background:#e8f0fe;border:1px solid
 // `ready` (the subscription exists; also after a reconnect) it refreshes once, so an event that
 // fell between rendering this page and subscribing is not missed. A refresh that an earlier one
 // overtook is dropped, so a slow answer never puts older content back.
-const LIVE_SCRIPT = `(() => {
+/** The live-update script, served at `/admin/assets/live.js`. */
+export const LIVE_JS = `(() => {
   let timer, latest = 0;
   async function refresh() {
     const mine = ++latest;
@@ -71,7 +75,7 @@ const Layout: FC<
       <meta charset="utf-8" />
       <meta name="viewport" content="width=device-width, initial-scale=1" />
       <title>{p.title} · TextStack worker</title>
-      <style>{raw(STYLE)}</style>
+      <link rel="stylesheet" href="/admin/assets/dashboard.css" />
     </head>
     <body>
       <header>
@@ -97,7 +101,7 @@ const Layout: FC<
         <h1>{p.title}</h1>
         {p.children}
       </main>
-      {p.live && <script>{raw(LIVE_SCRIPT)}</script>}
+      {p.live && <script src="/admin/assets/live.js"></script>}
     </body>
   </html>
 );

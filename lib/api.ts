@@ -6,7 +6,8 @@
  * - `GET /readyz`: no token; 200 when ready to take traffic (migrated, database answers, every
  *   consumer holds its lock or stands by for a real holder, listener live), else 503 with the
  *   failing checks; 503 from the first shutdown signal on.
- * - `/internal/*`: body limit → bearer token → the mounted routes (each queue's own).
+ * - `/internal/*`: body limit → bearer token (every refusal 401 with `WWW-Authenticate: Bearer`,
+ *   lib/bearer.ts) → the mounted routes (each queue's own).
  * - `GET /internal/events`: the live job event stream as Server-Sent Events; `HEAD` answers
  *   without subscribing; refused (503) from the first shutdown signal on.
  * - `GET /internal/openapi.json`: the OpenAPI 3.1 document of every `/internal` route
@@ -20,7 +21,6 @@
  * @module
  */
 import { type Context, Hono } from "hono";
-import { bearerAuth } from "hono/bearer-auth";
 import { bodyLimit } from "hono/body-limit";
 import { HTTPException } from "hono/http-exception";
 import { methodNotAllowed } from "hono/method-not-allowed";
@@ -31,6 +31,7 @@ import { Drain } from "./drain.ts";
 import type { Lifecycle } from "./lifecycle.ts";
 import { dbFault } from "./db.ts";
 import { describeRoute, openApiDocument } from "./openapi.ts";
+import { bearerGuard } from "./bearer.ts";
 
 /** Largest request body accepted under `/internal`, in bytes. */
 export const MAX_BODY_BYTES = 64 * 1024;
@@ -175,25 +176,14 @@ export function createApi(deps: ApiDeps): Hono {
         ? next()
         : limit(c, next),
   );
-  // Object messages make bearerAuth answer JSON, like every other error here.
-  app.use(
-    "/internal/*",
-    bearerAuth({
-      token: deps.token,
-      noAuthenticationHeader: {
-        message: { error: "Missing bearer token: send Authorization: Bearer <INTERNAL_API_TOKEN>" },
-      },
-      invalidAuthenticationHeader: {
-        message: { error: "Malformed Authorization header: expected Bearer <token>" },
-      },
-      invalidToken: { message: { error: "Invalid bearer token" } },
-    }),
-  );
+  // Every refusal is 401 JSON with a Bearer challenge (lib/bearer.ts).
+  app.use("/internal/*", bearerGuard(deps.token, "INTERNAL_API_TOKEN", "textstack-internal"));
 
   app.get(
     "/internal/events",
     describeRoute({
       summary: "Live job events (Server-Sent Events), one per committed status transition",
+      database: false,
       responses: {
         200: "text/event-stream: `ready`, then one event per transition",
         503: "Shutting down: connect to another instance",
@@ -205,7 +195,11 @@ export function createApi(deps: ApiDeps): Hono {
   for (const [path, routes] of Object.entries(deps.routes)) app.route(`/internal${path}`, routes);
   app.get(
     "/internal/openapi.json",
-    describeRoute({ summary: "This document (OpenAPI 3.1)", responses: { 200: "The document" } }),
+    describeRoute({
+      summary: "This document (OpenAPI 3.1)",
+      responses: { 200: "The document" },
+      database: false,
+    }),
     (c) => c.json(openApiDocument(app, "/internal", OPENAPI_INFO)),
   );
   for (const other of deps.apps ?? []) app.route("/", other);

@@ -100,6 +100,13 @@ const siteUrl = z.string().refine((raw) => {
   }
 }).transform((raw) => raw.endsWith("/") ? raw : `${raw}/`);
 const level = z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]);
+// What Deno.serve can bind: an IPv4 or IPv6 literal (without brackets) or a DNS host name; a
+// name of digits and dots only must be a whole IPv4 address ("1.2.3" would be read as 1.2.0.3).
+const host = z.union([
+  z.ipv4(),
+  z.ipv6(),
+  z.hostname().refine((raw) => !/^[\d.]+$/.test(raw)),
+]);
 
 function readMs(env: Env, name: string, fallback: number): number {
   return read(env, name, `a positive integer (ms) up to ${MAX_MS}`, ms, fallback);
@@ -133,7 +140,13 @@ export function parseConfig(env: Env): Config {
       identifier,
       "public",
     ),
-    host: env.HOST || "127.0.0.1",
+    host: read(
+      env,
+      "HOST",
+      "an IPv4 or IPv6 address (no brackets) or a host name",
+      host,
+      "127.0.0.1",
+    ),
     port: read(env, "PORT", "a port number from 0 to 65535", port, 8787),
     internalApiToken: read(
       env,
@@ -149,6 +162,7 @@ export function parseConfig(env: Env): Config {
       "at least 16 printable characters without spaces",
       token,
       undefined,
+      true,
     ),
     statsIntervalMs: readMs(env, "STATS_INTERVAL_MS", 10_000),
     storageDir: env.STORAGE_DIR || `${dataDir}/storage`,
@@ -182,44 +196,74 @@ export function parseConfig(env: Env): Config {
  *
  * @typeParam Stale `number` for a queue with a stale rule (the default); `null` for one without
  *   (SSG: every `Running` row is dead before each claim, at any age), whose
- *   `<PREFIX>_STALE_AFTER_MS` is then not read.
+ *   `<PREFIX>_STALE_AFTER_MS` must then be unset (review5: it was silently ignored).
+ * @typeParam Timeout `number` for a queue whose runs this process times (the default); `null` for
+ *   one whose runs are a host command's (SEO, auto-publish), whose `<PREFIX>_TIMEOUT_MS` must then
+ *   be unset.
  */
-export interface QueueDefaults<Stale extends number | null = number> {
+export interface QueueDefaults<
+  Stale extends number | null = number,
+  Timeout extends number | null = number,
+> {
   /** The env prefix, e.g. `INGESTION` for `INGESTION_STALE_AFTER_MS` and `INGESTION_TIMEOUT_MS`. */
   readonly envPrefix: string;
   /** An in-flight row claimed longer ago than this (ms) is stale, by the queue's own rule. */
   readonly staleAfterMs: Stale;
   /** Longest one run may take (ms); then its signal aborts with a `TimeoutError`. */
-  readonly timeoutMs: number;
+  readonly timeoutMs: Timeout;
+  /**
+   * Why a setting the queue lacks (a `null` above) does not exist, for the startup error, e.g.
+   * `{ staleAfterMs: "the ssg queue has no stale rule: …" }`.
+   */
+  readonly without?: { readonly staleAfterMs?: string; readonly timeoutMs?: string };
 }
 
 /** A queue's settings as read from the environment. All durations are in milliseconds. */
-export interface QueueSettings<Stale extends number | null = number> {
+export interface QueueSettings<
+  Stale extends number | null = number,
+  Timeout extends number | null = number,
+> {
   /** `<PREFIX>_STALE_AFTER_MS`, else the queue's default; null for a queue without a stale rule. */
   readonly staleAfterMs: Stale;
-  /** `<PREFIX>_TIMEOUT_MS`, else the queue's default. */
-  readonly timeoutMs: number;
+  /** `<PREFIX>_TIMEOUT_MS`, else the queue's default; null for a queue it does not time. */
+  readonly timeoutMs: Timeout;
 }
 
 /**
- * Read one queue's settings: `<PREFIX>_STALE_AFTER_MS` (only for a queue with a stale rule) and
- * `<PREFIX>_TIMEOUT_MS`.
+ * Read one queue's settings: `<PREFIX>_STALE_AFTER_MS` and `<PREFIX>_TIMEOUT_MS`. A setting the
+ * queue does not have must be unset: a value there would be ignored, so it stops startup instead.
  *
  * @param env variables by name; an empty string counts as unset.
  * @param defaults the queue module's declaration.
  * @returns the frozen settings.
- * @throws {ConfigError} naming the variable when one is set to a value of the wrong shape.
+ * @throws {ConfigError} naming the variable when one is set to a value of the wrong shape, or is
+ *   set at all for a queue without that setting (`Cannot use SSG_STALE_AFTER_MS: …`).
  * @example
  * parseQueueSettings({ INGESTION_TIMEOUT_MS: "60000" }, ingestion.defaults).timeoutMs; // 60000
  */
-export function parseQueueSettings<Stale extends number | null>(
+export function parseQueueSettings<Stale extends number | null, Timeout extends number | null>(
   env: Env,
-  defaults: QueueDefaults<Stale>,
-): QueueSettings<Stale> {
-  const stale = defaults.staleAfterMs;
+  defaults: QueueDefaults<Stale, Timeout>,
+): QueueSettings<Stale, Timeout> {
+  const setting = <T extends number | null>(
+    suffix: string,
+    fallback: T,
+    why: string | undefined,
+  ): T => {
+    const name = `${defaults.envPrefix}_${suffix}`;
+    if (fallback !== null) return readMs(env, name, fallback) as T;
+    const raw = env[name];
+    if (raw !== undefined && raw !== "") {
+      throw new ConfigError(
+        `Cannot use ${name}: ${
+          why ?? "the queue has no such setting"
+        }, so a value would be ignored; unset it (received ${JSON.stringify(raw)})`,
+      );
+    }
+    return fallback;
+  };
   return Object.freeze({
-    staleAfterMs:
-      (stale === null ? null : readMs(env, `${defaults.envPrefix}_STALE_AFTER_MS`, stale)) as Stale,
-    timeoutMs: readMs(env, `${defaults.envPrefix}_TIMEOUT_MS`, defaults.timeoutMs),
+    staleAfterMs: setting("STALE_AFTER_MS", defaults.staleAfterMs, defaults.without?.staleAfterMs),
+    timeoutMs: setting("TIMEOUT_MS", defaults.timeoutMs, defaults.without?.timeoutMs),
   });
 }

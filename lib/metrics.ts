@@ -14,7 +14,7 @@
  * @module
  */
 import { Hono } from "hono";
-import { bearerAuth } from "hono/bearer-auth";
+import { bearerGuard } from "./bearer.ts";
 import { Counter, Gauge, Histogram, Registry } from "prom-client";
 import type { EventHub, SequencedEvent } from "./events.ts";
 import type { StatsCache } from "./stats_cache.ts";
@@ -266,7 +266,8 @@ export function createMetrics(deps: MetricsDeps): { registry: Registry; stop: ()
 }
 
 /**
- * `GET /metrics`: the registry in the Prometheus text format, behind a bearer token.
+ * `GET /metrics`: the registry in the Prometheus text format, behind a bearer token (every refusal
+ * 401 with `WWW-Authenticate: Bearer`, lib/bearer.ts).
  *
  * @param token `METRICS_TOKEN` when set, else `INTERNAL_API_TOKEN`.
  * @returns a Hono app to mount at the root.
@@ -275,19 +276,7 @@ export function createMetrics(deps: MetricsDeps): { registry: Registry; stop: ()
  */
 export function metricsRoutes(registry: Registry, token: string): Hono {
   const app = new Hono();
-  app.use(
-    "/metrics",
-    bearerAuth({
-      token,
-      noAuthenticationHeader: {
-        message: { error: "Missing bearer token: send Authorization: Bearer <METRICS_TOKEN>" },
-      },
-      invalidAuthenticationHeader: {
-        message: { error: "Malformed Authorization header: expected Bearer <token>" },
-      },
-      invalidToken: { message: { error: "Invalid bearer token" } },
-    }),
-  );
+  app.use("/metrics", bearerGuard(token, "METRICS_TOKEN", "textstack-metrics"));
   app.get("/metrics", async (c) => {
     const body = await registry.metrics();
     return c.body(body, 200, { "content-type": registry.contentType });

@@ -10,6 +10,12 @@
  * route that parses its body itself (the multipart upload) names the schemas it checks with in
  * its description, so they too come from the checking code.
  *
+ * Every operation also lists the error answers of the layers in front of its handler, each a
+ * JSON `{ error }` ({@linkcode ERROR_RESPONSES}, review5): 401 (the bearer guard) and 405 (a wrong
+ * method on the path) always, 503 unless the route never touches the database, 400 when it has
+ * parameters or a body to validate, 404 when its path names a resource, 413 when it takes a body.
+ * A status the route describes itself keeps its own description.
+ *
  * @module
  */
 import type { Hono, MiddlewareHandler } from "hono";
@@ -32,6 +38,8 @@ export interface RouteDescription {
   body?: Record<string, z.ZodType>;
   /** The body may be left out (e.g. a claim with its defaults). */
   optionalBody?: boolean;
+  /** `false` for a route that never touches the database: it has no 503 "database unavailable". */
+  database?: boolean;
 }
 
 type Recorded =
@@ -67,6 +75,63 @@ export function describeRoute(route: RouteDescription): MiddlewareHandler {
 
 // deno-lint-ignore no-explicit-any
 type Json = Record<string, any>;
+
+const ERROR_CONTENT = {
+  "application/json": { schema: { $ref: "#/components/schemas/Error" } },
+};
+const header = (description: string) => ({ description, schema: { type: "string" } });
+
+/**
+ * The error answers shared by every `/internal` route, by status, as the document's
+ * `components.responses` (review5: the document listed no 401 or 503).
+ */
+export const ERROR_RESPONSES: Readonly<Record<number, { name: string; response: Json }>> = {
+  400: {
+    name: "BadRequest",
+    response: {
+      description: "Bad input: a path parameter, query or body that fails its schema (the error " +
+        "names the field)",
+      content: ERROR_CONTENT,
+    },
+  },
+  401: {
+    name: "Unauthorized",
+    response: {
+      description: "No bearer token (no Authorization header, or another scheme), or a wrong or " +
+        "malformed one",
+      headers: {
+        "WWW-Authenticate": header(
+          'Bearer realm="textstack-internal", plus error="invalid_token" for a wrong token',
+        ),
+      },
+      content: ERROR_CONTENT,
+    },
+  },
+  404: { name: "NotFound", response: { description: "No such resource", content: ERROR_CONTENT } },
+  405: {
+    name: "MethodNotAllowed",
+    response: {
+      description: "Another method on this path: `Allow` lists the methods it has",
+      headers: { Allow: header("The path's methods, e.g. `GET, POST`") },
+      content: ERROR_CONTENT,
+    },
+  },
+  413: {
+    name: "PayloadTooLarge",
+    response: {
+      description: "The request body exceeds 64 KiB (refused before it is read)",
+      content: ERROR_CONTENT,
+    },
+  },
+  503: {
+    name: "ServiceUnavailable",
+    response: {
+      description: "The database is unavailable: retry after `Retry-After` seconds",
+      headers: { "Retry-After": header("Seconds to wait, e.g. `5`") },
+      content: ERROR_CONTENT,
+    },
+  },
+};
 
 function jsonSchema(schema: z.ZodType): Json {
   const { $schema: _, ...rest } = z.toJSONSchema(schema, {
@@ -151,11 +216,24 @@ export function openApiDocument(
     }
     const responses: Json = {};
     for (const [status, description] of Object.entries(described?.responses ?? { 200: "OK" })) {
-      responses[status] = { description };
+      responses[status] = Number(status) >= 400
+        ? { description, content: ERROR_CONTENT }
+        : { description };
+    }
+    const applies: Record<number, boolean> = {
+      400: parameters.length > 0 || requestBody !== undefined,
+      401: true,
+      404: pathNames.length > 0,
+      405: true,
+      413: requestBody !== undefined,
+      503: described?.database !== false,
+    };
+    for (const [status, { name }] of Object.entries(ERROR_RESPONSES)) {
+      if (applies[Number(status)]) responses[status] ??= { $ref: `#/components/responses/${name}` };
     }
     responses["4XX"] ??= {
-      description: 'Bad input or refused: `{ "error": "…" }`',
-      content: { "application/json": { schema: { $ref: "#/components/schemas/Error" } } },
+      description: 'Any other refusal: `{ "error": "…" }`',
+      content: ERROR_CONTENT,
     };
     paths[openApiPath] ??= {};
     paths[openApiPath][method.toLowerCase()] = {
@@ -173,6 +251,9 @@ export function openApiDocument(
     security: [{ bearer: [] }],
     components: {
       securitySchemes: { bearer: { type: "http", scheme: "bearer" } },
+      responses: Object.fromEntries(
+        Object.values(ERROR_RESPONSES).map(({ name, response }) => [name, response]),
+      ),
       schemas: {
         Error: {
           type: "object",

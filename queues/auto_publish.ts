@@ -39,7 +39,7 @@
  */
 import type { Sql, TxSql } from "../lib/db.ts";
 import { transaction } from "../lib/db.ts";
-import { ConfigError } from "../lib/config.ts";
+import { ConfigError, parseQueueSettings, type QueueDefaults } from "../lib/config.ts";
 import type { Logger } from "../lib/log.ts";
 import type { IndexNowSettings } from "../indexnow/ping.ts";
 import type { QueueContext, QueueStats } from "../lib/consumer.ts";
@@ -57,6 +57,22 @@ export const BREAKER_FAILURES = 5;
 export const BREAKER_WINDOW_H = 24;
 /** The error {@linkcode recover} writes (ADR-022, startup recovery). */
 export const INTERRUPTED = "interrupted (consumer restarted)";
+/**
+ * No time-based settings: no stale rule (the poller's startup `recover` is the crash recovery)
+ * and no run timeout (the host command's own). `AUTO_PUBLISH_STALE_AFTER_MS` and
+ * `AUTO_PUBLISH_TIMEOUT_MS` would be ignored, so a set value stops startup (review5).
+ */
+export const defaults: QueueDefaults<null, null> = {
+  envPrefix: "AUTO_PUBLISH",
+  staleAfterMs: null,
+  timeoutMs: null,
+  without: {
+    staleAfterMs: "the auto-publish queue has no stale rule (the poller's start fails every " +
+      "Running job: POST /internal/auto-publish/recover)",
+    timeoutMs: "the auto-publish queue's runs are the host poller's PUBLISH_COMMAND, which " +
+      "bounds its own run",
+  },
+};
 
 /** Statuses of `auto_publish_jobs.status`. */
 export type AutoPublishStatus = "Queued" | "Running" | "Completed" | "Failed";
@@ -112,7 +128,9 @@ export interface AutoPublishSettings {
 
 /**
  * Read `AUTO_PUBLISH_ON_INGEST` (`true`/`false`/`1`/`0`, default on), `INDEXNOW_URL`,
- * `INDEXNOW_KEY` and `SITE_URL` (both required once `INDEXNOW_URL` is set).
+ * `INDEXNOW_KEY` and `SITE_URL` (both required once `INDEXNOW_URL` is set). `INDEXNOW_KEY` is
+ * checked whenever it is set, and the time settings this queue lacks ({@linkcode defaults}) must
+ * be unset: every setting is checked at startup (review5).
  *
  * @param env variables by name; an empty string counts as unset.
  * @throws {ConfigError} naming the variable, e.g.
@@ -142,17 +160,21 @@ export function parseSettings(
     }
     return raw.replace(/\/+$/, "");
   };
+  parseQueueSettings(env, defaults);
+  const key = env.INDEXNOW_KEY ?? "";
+  const keyError = () =>
+    new ConfigError(
+      "Cannot parse INDEXNOW_KEY: expected 8 to 128 letters, digits or dashes (required with " +
+        `INDEXNOW_URL), received ${key ? `${key.length} characters` : '""'}`,
+    );
+  const goodKey = /^[A-Za-z0-9-]{8,128}$/.test(key);
+  // Checked whenever it is set, INDEXNOW_URL or not (review5).
+  if (key && !goodKey) throw keyError();
   let indexNow: IndexNowSettings | null = null;
   if (env.INDEXNOW_URL) {
     const url = httpUrl("INDEXNOW_URL", "an http(s) URL");
     const siteUrl = httpUrl("SITE_URL", "an http(s) URL (required with INDEXNOW_URL)");
-    const key = env.INDEXNOW_KEY ?? "";
-    if (!/^[A-Za-z0-9-]{8,128}$/.test(key)) {
-      throw new ConfigError(
-        "Cannot parse INDEXNOW_KEY: expected 8 to 128 letters, digits or dashes (required with " +
-          `INDEXNOW_URL), received ${key ? `${key.length} characters` : '""'}`,
-      );
-    }
+    if (!goodKey) throw keyError();
     indexNow = { url, key, siteUrl };
   }
   return Object.freeze({ onIngest: flag === "true" || flag === "1", indexNow });

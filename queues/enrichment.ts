@@ -104,16 +104,35 @@ export interface EnrichmentView {
 }
 
 /**
- * Read the remote engine's settings: on when `ENRICHMENT_API_URL` is set.
+ * Read the remote engine's settings: on when `ENRICHMENT_API_URL` is set. Every one is checked
+ * whenever it is set, the engine on or off (review5: a bad `ENRICHMENT_API_TIMEOUT_MS` was
+ * ignored while the URL was unset, and only stopped the worker once someone set the URL).
  *
  * @param env variables by name; an empty string counts as unset.
  * @returns the settings, or null when `ENRICHMENT_API_URL` is unset.
  * @throws {ConfigError} when `ENRICHMENT_API_URL` is not an http(s) URL, `ENRICHMENT_MODEL` is
- *   missing while the URL is set, or `ENRICHMENT_API_TIMEOUT_MS` is not a positive integer.
+ *   missing while the URL is set, `ENRICHMENT_API_KEY` holds spaces or control characters (it
+ *   goes into a header), or `ENRICHMENT_API_TIMEOUT_MS` is not a positive integer.
  */
 export function readRemoteSettings(
   env: Readonly<Record<string, string | undefined>>,
 ): RemoteSettings | null {
+  const rawTimeout = env.ENRICHMENT_API_TIMEOUT_MS || "60000";
+  if (!/^\d+$/.test(rawTimeout) || Number(rawTimeout) < 1 || Number(rawTimeout) > 2_147_483_647) {
+    throw new ConfigError(
+      `Cannot parse ENRICHMENT_API_TIMEOUT_MS: expected a positive integer (ms) up to 2147483647, received ${
+        JSON.stringify(rawTimeout)
+      }`,
+    );
+  }
+  const apiKey = env.ENRICHMENT_API_KEY || undefined;
+  if (apiKey !== undefined && !/^[\x21-\x7e]+$/.test(apiKey)) {
+    // A secret is never echoed, not even a wrong one: only its length.
+    throw new ConfigError(
+      "Cannot parse ENRICHMENT_API_KEY: expected printable characters without spaces, received " +
+        `a value of ${apiKey.length} characters`,
+    );
+  }
   const url = env.ENRICHMENT_API_URL;
   if (!url) return null;
   let parsed: URL | null = null;
@@ -133,15 +152,7 @@ export function readRemoteSettings(
       'Cannot parse ENRICHMENT_MODEL: expected a model name when ENRICHMENT_API_URL is set, received ""',
     );
   }
-  const rawTimeout = env.ENRICHMENT_API_TIMEOUT_MS || "60000";
-  if (!/^\d+$/.test(rawTimeout) || Number(rawTimeout) < 1 || Number(rawTimeout) > 2_147_483_647) {
-    throw new ConfigError(
-      `Cannot parse ENRICHMENT_API_TIMEOUT_MS: expected a positive integer (ms), received ${
-        JSON.stringify(rawTimeout)
-      }`,
-    );
-  }
-  return { url, apiKey: env.ENRICHMENT_API_KEY || undefined, model, timeoutMs: Number(rawTimeout) };
+  return { url, apiKey, model, timeoutMs: Number(rawTimeout) };
 }
 
 /** The remote engine for these settings, or null (local only). */

@@ -53,13 +53,17 @@ export const name = "seo";
 /** The queue table. */
 export const table = "seo_backfill_jobs";
 /**
- * Settings: `SEO_STALE_AFTER_MS` (default 1 h, ADR-022 "Per queue"). `SEO_TIMEOUT_MS` is read by
- * the shared helper but unused: the host command bounds its own run.
+ * Settings: `SEO_STALE_AFTER_MS` (default 1 h, ADR-022 "Per queue"). No `SEO_TIMEOUT_MS`: the host
+ * command bounds its own run; a set value stops startup (review5: it was read and ignored).
  */
-export const defaults: QueueDefaults = {
+export const defaults: QueueDefaults<number, null> = {
   envPrefix: "SEO",
   staleAfterMs: 3_600_000,
-  timeoutMs: 3_600_000,
+  timeoutMs: null,
+  without: {
+    timeoutMs: "the seo queue's runs are the host poller's command, which bounds its own run " +
+      "(the stale sweep, SEO_STALE_AFTER_MS, fails one that never settles)",
+  },
 };
 /** Most jobs one claim may take (issue 8: 1 ≤ N ≤ 50). */
 export const MAX_CLAIM = 50;

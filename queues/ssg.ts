@@ -47,12 +47,17 @@ export const name = "ssg";
 export const table = "ssg_rebuild_jobs";
 /**
  * Settings: `SSG_TIMEOUT_MS` (default 10 min: then the render is `Failed`, ADR-022 #757). No stale
- * rule, so no `SSG_STALE_AFTER_MS`: every `Running` row is dead before a claim, at any age.
+ * rule, so no `SSG_STALE_AFTER_MS`: every `Running` row is dead before a claim, at any age; a set
+ * value stops startup (review5).
  */
 export const defaults: QueueDefaults<null> = {
   envPrefix: "SSG",
   staleAfterMs: null,
   timeoutMs: 600_000,
+  without: {
+    staleAfterMs: "the ssg queue has no stale rule (every Running row is failed before each " +
+      "claim, at any age; SSG_TIMEOUT_MS bounds a render)",
+  },
 };
 /** The error {@linkcode recover} writes (ADR-022, "shipped 2026-10-08"). */
 export const INTERRUPTED = "interrupted (not owned by the running ssg-worker)";

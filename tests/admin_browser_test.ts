@@ -4,6 +4,9 @@
  * installs it. A screenshot of each page goes to `$TEST_OUTPUT_DIR/screenshots/` (default
  * `.data/test-output/`, which git ignores).
  *
+ * The pages' Content-Security-Policy allows only the dashboard's own files: the style must apply
+ * and nothing may be refused (the browser says so on the console).
+ *
  * "Live" is checked, not assumed: a marker set on the page before a change must still be there
  * when the change shows (the page was updated in place, never reloaded), and the retried job is
  * held `Processing` on a FIFO until the test writes the book, so the page must show it run.
@@ -60,8 +63,22 @@ dbTest("/admin in chromium: log in, watch a job complete live, retry a failed jo
     const listening = await worker.waitForLog("http listening", {}, 60_000);
     const base = `http://127.0.0.1:${listening.port}`;
     const page = await browser.newPage({ viewport: { width: 1200, height: 800 } });
+    // The pages' CSP allows only this origin's files: anything it blocks says so here.
+    const refused: string[] = [];
+    page.on("console", (msg) => {
+      if (/Content Security Policy|Refused to/i.test(msg.text())) refused.push(msg.text());
+    });
     await page.goto(`${base}/admin`);
     assert.match(page.url(), /\/admin\/login$/);
+    // The served style sheet applies under the CSP (the header's colour is the sheet's).
+    assert.equal(
+      await page.locator("header").evaluate((el) =>
+        // Runs in the page, where getComputedStyle exists (Deno's types lack the DOM).
+        (globalThis as unknown as { getComputedStyle(e: unknown): { backgroundColor: string } })
+          .getComputedStyle(el).backgroundColor
+      ),
+      "rgb(31, 42, 68)",
+    );
     await page.screenshot({ path: `${SHOTS}login.png` });
     await page.getByLabel(/Token/).fill(TEST_TOKEN);
     await page.getByRole("button", { name: "Sign in" }).click();
@@ -147,6 +164,7 @@ dbTest("/admin in chromium: log in, watch a job complete live, retry a failed jo
       200,
     );
     await page.screenshot({ path: `${SHOTS}overview.png`, fullPage: true });
+    assert.deepEqual(refused, [], "the CSP blocked part of the dashboard");
   } finally {
     // Nobody may be left waiting on the FIFO (a run, or this test's own write).
     await releaseFifo(fifo).catch(() => {});

@@ -1,5 +1,11 @@
 import assert from "node:assert/strict";
-import { ADMIN_MAX_BODY_BYTES, adminRoutes, SESSION_COOKIE } from "../lib/admin.tsx";
+import {
+  ADMIN_MAX_BODY_BYTES,
+  type AdminDeps,
+  adminRoutes,
+  SESSION_COOKIE,
+} from "../lib/admin.tsx";
+import { LOGIN_ATTEMPTS, LOGIN_WINDOW_MS } from "../lib/admin_login_limit.ts";
 import { Lifecycle } from "../lib/lifecycle.ts";
 import { StatsCache } from "../lib/stats_cache.ts";
 import { ingestionView } from "../queues/ingestion_view.ts";
@@ -9,7 +15,7 @@ import { ssgView } from "../queues/ssg_view.ts";
 import { autoPublishView } from "../queues/auto_publish_view.ts";
 import { seoView } from "../queues/seo_backfill_view.ts";
 import type { QueueView } from "../lib/queue_view.ts";
-import { dbTest, type TestDb } from "./_db.ts";
+import { dbTest, type TestDb, waitFor } from "./_db.ts";
 import { ingestionContext, insertJob } from "./_ingestion.ts";
 
 const TOKEN = "admin-test-token-0123456789";
@@ -23,7 +29,11 @@ const ALL_VIEWS = [
   seoView,
 ];
 
-async function setup(db: TestDb, views: QueueView[] = [ingestionView]) {
+async function setup(
+  db: TestDb,
+  views: QueueView[] = [ingestionView],
+  loginLimit?: AdminDeps["loginLimit"],
+) {
   const ctx = await ingestionContext(db);
   const cache = new StatsCache({ sql: db.sql, schema: db.schema, views, log: ctx.log });
   const app = adminRoutes({
@@ -35,13 +45,28 @@ async function setup(db: TestDb, views: QueueView[] = [ingestionView]) {
     events: ctx.events,
     lifecycle: new Lifecycle(ctx.log, 2000),
     log: ctx.log,
+    loginLimit,
   });
-  const form = (path: string, body: Record<string, string>, headers: Record<string, string> = {}) =>
-    app.request(`${ORIGIN}${path}`, {
-      method: "POST",
-      headers: { "content-type": "application/x-www-form-urlencoded", origin: ORIGIN, ...headers },
-      body: new URLSearchParams(body).toString(),
-    });
+  const form = (
+    path: string,
+    body: Record<string, string>,
+    headers: Record<string, string> = {},
+    peer = "127.0.0.1",
+  ) =>
+    app.request(
+      `${ORIGIN}${path}`,
+      {
+        method: "POST",
+        headers: {
+          "content-type": "application/x-www-form-urlencoded",
+          origin: ORIGIN,
+          ...headers,
+        },
+        body: new URLSearchParams(body).toString(),
+      },
+      // What Deno.serve hands Hono as `c.env`: the TCP peer.
+      { remoteAddr: { transport: "tcp", hostname: peer, port: 40000 } },
+    );
   const login = async () => {
     const res = await form("/admin/login", { token: TOKEN });
     assert.equal(res.status, 303);
@@ -71,11 +96,134 @@ dbTest(
     assert.equal(ok.status, 200);
     assert.match(await ok.text(), /ingestion/);
     // A forged value (the signature no longer matches) is no session.
-    const forged = cookie.replace(/=(\d)/, (_m, d) => `=${(Number(d) + 1) % 10}`);
+    const forged = cookie.replace(/=(.)/, (_m, ch) => `=${ch === "0" ? "1" : "0"}`);
+    assert.notEqual(forged, cookie);
     assert.equal(
       (await app.request(`${ORIGIN}/admin`, { headers: { cookie: forged } })).status,
       303,
     );
+  },
+);
+
+dbTest(
+  "/admin sign-out ends the session: the old cookie no longer opens /admin; a restart signs everyone out",
+  async (db) => {
+    const { app, form, login } = await setup(db);
+    const { cookie } = await login();
+    const other = await login();
+    assert.equal((await app.request(`${ORIGIN}/admin`, { headers: { cookie } })).status, 200);
+    const out = await form("/admin/logout", {}, { cookie });
+    assert.equal(out.status, 303);
+    assert.equal(out.headers.get("location"), "/admin/login");
+    // The browser drops its copy; a copy kept elsewhere (or replayed) is refused all the same.
+    assert.match(out.headers.get("set-cookie") ?? "", /Max-Age=0/);
+    const replayed = await app.request(`${ORIGIN}/admin`, { headers: { cookie } });
+    assert.equal(replayed.status, 303);
+    assert.equal(replayed.headers.get("location"), "/admin/login");
+    assert.equal((await form("/admin/logout", {}, { cookie })).status, 401);
+    // Only that session ended: another sign-in still works.
+    const still = await app.request(`${ORIGIN}/admin`, { headers: { cookie: other.cookie } });
+    assert.equal(still.status, 200);
+    // Sessions live in the process: a new one (same token) knows none of them.
+    const restarted = await setup(db);
+    const after = await restarted.app.request(`${ORIGIN}/admin`, {
+      headers: { cookie: other.cookie },
+    });
+    assert.equal(after.status, 303);
+  },
+);
+
+dbTest(
+  "/admin sign-in is rate-limited per client address: 429 with Retry-After past 10 refusals",
+  async (db) => {
+    const { form } = await setup(db);
+    const wrong = (peer: string) => form("/admin/login", { token: "wrong-wrong-wrong" }, {}, peer);
+    const right = (peer: string) => form("/admin/login", { token: TOKEN }, {}, peer);
+    // Successful sign-ins are not counted.
+    for (let i = 0; i < 3; i++) assert.equal((await right("192.0.2.7")).status, 303);
+    for (let i = 1; i <= LOGIN_ATTEMPTS; i++) {
+      const res = await wrong("192.0.2.7");
+      assert.equal(res.status, 401, `refusal ${i}`);
+      assert.equal(res.headers.get("ratelimit-remaining"), String(LOGIN_ATTEMPTS - i));
+    }
+    const limited = await wrong("192.0.2.7");
+    assert.equal(limited.status, 429);
+    const retryAfter = Number(limited.headers.get("retry-after"));
+    assert.ok(
+      retryAfter > LOGIN_WINDOW_MS / 1000 - 5 && retryAfter <= LOGIN_WINDOW_MS / 1000,
+      `Retry-After ${retryAfter}`,
+    );
+    assert.match(await limited.text(), /Too many refused sign-ins/);
+    // Past the limit even the right token waits: guessing cannot go on between good sign-ins.
+    const locked = await right("192.0.2.7");
+    assert.equal(locked.status, 429);
+    assert.equal(locked.headers.get("set-cookie"), null);
+    // Another address has its own budget; an IPv6 host's whole /64 shares one.
+    assert.equal((await right("198.51.100.1")).status, 303);
+    for (let i = 0; i < LOGIN_ATTEMPTS; i++) await wrong(`2001:db8:0:1::${i + 1}`);
+    assert.equal((await wrong("2001:db8:0:1:ffff::9")).status, 429);
+    assert.equal((await wrong("2001:db8:0:2::1")).status, 401);
+  },
+);
+
+dbTest("/admin sign-in rate limit ends with its window", async (db) => {
+  const { form } = await setup(db, [ingestionView], { attempts: 2, windowMs: 1000 });
+  for (let i = 0; i < 2; i++) {
+    assert.equal((await form("/admin/login", { token: "wrong-wrong-wrong" })).status, 401);
+  }
+  assert.equal((await form("/admin/login", { token: TOKEN })).status, 429);
+  await waitFor(
+    "the window to end",
+    async () => (await form("/admin/login", { token: TOKEN })).status === 303,
+    5000,
+    100,
+  );
+});
+
+dbTest(
+  "/admin pages carry a CSP of this origin only, X-Frame-Options DENY; style and script are served files",
+  async (db) => {
+    const { app, form, login } = await setup(db);
+    const { cookie } = await login();
+    const answers = [
+      await app.request(`${ORIGIN}/admin/login`),
+      await app.request(`${ORIGIN}/admin`, { headers: { cookie } }),
+      await app.request(`${ORIGIN}/admin`),
+      await app.request(`${ORIGIN}/admin/queues/ingestion`, { headers: { cookie } }),
+      await app.request(`${ORIGIN}/admin/queues/nope`, { headers: { cookie } }),
+      await form("/admin/login", { token: "wrong-wrong-wrong" }),
+    ];
+    for (const res of answers) {
+      const csp = res.headers.get("content-security-policy") ?? "";
+      const directives = new Map(
+        csp.split(";").map((d) => d.trim().split(/\s+/)).map(([k, ...v]) => [k, v.join(" ")]),
+      );
+      assert.equal(directives.get("default-src"), "'none'", `${res.url} ${csp}`);
+      for (const name of ["script-src", "style-src", "connect-src", "form-action"]) {
+        assert.equal(directives.get(name), "'self'", `${name} in ${csp}`);
+      }
+      assert.equal(directives.get("frame-ancestors"), "'none'");
+      assert.equal(res.headers.get("x-frame-options"), "DENY");
+      assert.equal(res.headers.get("x-content-type-options"), "nosniff");
+      await res.body?.cancel();
+    }
+    // Nothing inline for the CSP to block: the pages link the served style and script.
+    const page = await (await app.request(`${ORIGIN}/admin`, { headers: { cookie } })).text();
+    assert.doesNotMatch(page, /<style|<script>|\son[a-z]+=/i);
+    assert.match(page, /<link rel="stylesheet" href="\/admin\/assets\/dashboard.css"/);
+    assert.match(page, /<script src="\/admin\/assets\/live.js"><\/script>/);
+    // Served without a session (the sign-in page is styled), with their types.
+    for (
+      const [path, type, text] of [
+        ["/admin/assets/dashboard.css", /^text\/css/, /header\{background:#1f2a44/],
+        ["/admin/assets/live.js", /^text\/javascript/, /new EventSource\("\/admin\/events"\)/],
+      ] as const
+    ) {
+      const res = await app.request(`${ORIGIN}${path}`);
+      assert.equal(res.status, 200, path);
+      assert.match(res.headers.get("content-type") ?? "", type);
+      assert.match(await res.text(), text);
+    }
   },
 );
 

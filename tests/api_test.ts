@@ -53,17 +53,35 @@ dbTest("GET /healthz answers without a token", async (db) => {
   assert.equal((await res.json()).status, "ok");
 });
 
-dbTest("/internal routes refuse a missing or wrong token with a 401 JSON error", async (db) => {
-  const { app, post } = await setup(db);
-  await expectError(await app.request("/internal/ingestion/jobs/1"), 401, /./);
-  await expectError(
-    await post("/internal/ingestion/jobs", { source_path: "a.txt" }, {
-      authorization: "Bearer nope",
-    }),
-    401,
-    /./,
-  );
-});
+dbTest(
+  "/internal routes refuse every request without the right bearer token with 401, a JSON error and a Bearer challenge",
+  async (db) => {
+    const { app, post } = await setup(db);
+    // [Authorization header, WWW-Authenticate, error]; RFC 6750 §3: no error code without a
+    // bearer token (none, or another scheme), invalid_token for a wrong or malformed one.
+    const cases: Array<[string | undefined, string, RegExp]> = [
+      [undefined, 'Bearer realm="textstack-internal"', /Missing bearer token/],
+      ["Basic dXNlcjpwYXNz", 'Bearer realm="textstack-internal"', /Unsupported Authorization/],
+      ["Token abc", 'Bearer realm="textstack-internal"', /Unsupported Authorization/],
+      ["Bearer", 'Bearer realm="textstack-internal", error="invalid_token"', /Malformed/],
+      ["Bearer a b", 'Bearer realm="textstack-internal", error="invalid_token"', /Malformed/],
+      ["Bearer nope", 'Bearer realm="textstack-internal", error="invalid_token"', /Invalid/],
+    ];
+    for (const [authorization, challenge, error] of cases) {
+      const headers: Record<string, string> = authorization ? { authorization } : {};
+      for (
+        const res of [
+          await app.request("/internal/ingestion/jobs/1", { headers }),
+          await post("/internal/ingestion/jobs", { source_path: "a.txt" }, headers),
+          await app.request("/internal/openapi.json", { headers }),
+        ]
+      ) {
+        assert.equal(res.headers.get("www-authenticate"), challenge, String(authorization));
+        await expectError(res, 401, error);
+      }
+    }
+  },
+);
 
 dbTest(
   "POST /internal/ingestion/jobs enqueues a Queued job for a file in STORAGE_DIR",

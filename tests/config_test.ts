@@ -1,7 +1,10 @@
 import assert from "node:assert/strict";
-import { ConfigError, parseConfig, parseQueueSettings } from "../lib/config.ts";
+import { ConfigError, parseConfig, parseQueueSettings, type QueueDefaults } from "../lib/config.ts";
 import * as ingestion from "../queues/ingestion.ts";
 import * as ssg from "../queues/ssg.ts";
+import * as seo from "../queues/seo_backfill.ts";
+import * as autoPublish from "../queues/auto_publish.ts";
+import * as enrichment from "../queues/enrichment.ts";
 
 Deno.test("parseConfig() gives the documented defaults", () => {
   const config = parseConfig({});
@@ -87,11 +90,79 @@ Deno.test("parseConfig() reads SITE_DIR and SITE_URL, adding the trailing slash"
   }
 });
 
-Deno.test("parseQueueSettings() reads no <QUEUE>_STALE_AFTER_MS for a queue without a stale rule", () => {
-  const settings = parseQueueSettings(
-    { SSG_STALE_AFTER_MS: "oops", SSG_TIMEOUT_MS: "1234" },
-    ssg.defaults,
-  );
+Deno.test("parseQueueSettings() refuses a setting the queue does not have, saying why", () => {
+  const settings = parseQueueSettings({ SSG_TIMEOUT_MS: "1234" }, ssg.defaults);
   assert.deepEqual({ ...settings }, { staleAfterMs: null, timeoutMs: 1234 });
-  assert.equal(parseQueueSettings({}, ssg.defaults).timeoutMs, 600_000);
+  assert.equal(parseQueueSettings({ SSG_STALE_AFTER_MS: "" }, ssg.defaults).staleAfterMs, null);
+  assert.equal(parseQueueSettings({}, seo.defaults).timeoutMs, null);
+  const cases: Array<
+    [Record<string, string>, QueueDefaults<number | null, number | null>, string]
+  > = [
+    [{ SSG_STALE_AFTER_MS: "60000" }, ssg.defaults, "the ssg queue has no stale rule"],
+    [{ SEO_TIMEOUT_MS: "60000" }, seo.defaults, "bounds its own run"],
+    [{ AUTO_PUBLISH_STALE_AFTER_MS: "1" }, autoPublish.defaults, "no stale rule"],
+    [{ AUTO_PUBLISH_TIMEOUT_MS: "1" }, autoPublish.defaults, "PUBLISH_COMMAND"],
+  ];
+  for (const [env, defaults, why] of cases) {
+    const [name, value] = Object.entries(env)[0];
+    assert.throws(() => parseQueueSettings(env, defaults), (err: unknown) => {
+      assert.ok(err instanceof ConfigError);
+      assert.ok(err.message.startsWith(`Cannot use ${name}: `), err.message);
+      assert.ok(err.message.includes(why), err.message);
+      assert.ok(err.message.endsWith(`unset it (received "${value}")`), err.message);
+      return true;
+    });
+  }
+});
+
+Deno.test("every setting is checked whenever it is set, its feature on or off", () => {
+  const cases: Array<[string, () => unknown, RegExp]> = [
+    // Checked though ENRICHMENT_API_URL is unset (review5: it was ignored until the URL was set).
+    [
+      "ENRICHMENT_API_TIMEOUT_MS",
+      () => enrichment.readRemoteSettings({ ENRICHMENT_API_TIMEOUT_MS: "abc" }),
+      /^Cannot parse ENRICHMENT_API_TIMEOUT_MS: expected a positive integer \(ms\) up to 2147483647, received "abc"$/,
+    ],
+    [
+      "ENRICHMENT_API_KEY",
+      () => enrichment.readRemoteSettings({ ENRICHMENT_API_KEY: "sk-secret value" }),
+      /^Cannot parse ENRICHMENT_API_KEY: expected printable characters without spaces, received a value of 15 characters$/,
+    ],
+    [
+      "INDEXNOW_KEY",
+      () => autoPublish.parseSettings({ INDEXNOW_KEY: "no!" }),
+      /^Cannot parse INDEXNOW_KEY: expected 8 to 128 letters/,
+    ],
+    [
+      "HOST",
+      () => parseConfig({ HOST: "not a host!" }),
+      /^Cannot parse HOST: expected an IPv4 or IPv6 address \(no brackets\) or a host name, received "not a host!"$/,
+    ],
+    ["HOST", () => parseConfig({ HOST: "1.2.3" }), /^Cannot parse HOST/],
+    ["HOST", () => parseConfig({ HOST: "[::1]" }), /^Cannot parse HOST/],
+    [
+      "AUTO_PUBLISH_TIMEOUT_MS",
+      () => autoPublish.parseSettings({ AUTO_PUBLISH_TIMEOUT_MS: "1" }),
+      /^Cannot use AUTO_PUBLISH_TIMEOUT_MS: the auto-publish queue's runs are the host poller's/,
+    ],
+    // A wrong token is not echoed: only its length.
+    [
+      "METRICS_TOKEN",
+      () => parseConfig({ METRICS_TOKEN: "short-secret" }),
+      /^Cannot parse METRICS_TOKEN: expected at least 16 printable characters without spaces, received a value of 12 characters$/,
+    ],
+  ];
+  for (const [name, parse, message] of cases) {
+    assert.throws(parse, (err: unknown) => {
+      assert.ok(err instanceof ConfigError, `${name}: ${err}`);
+      assert.match(err.message, message);
+      return true;
+    });
+  }
+  // Good values pass, the feature on or off.
+  assert.equal(enrichment.readRemoteSettings({ ENRICHMENT_API_TIMEOUT_MS: "5000" }), null);
+  assert.equal(autoPublish.parseSettings({ INDEXNOW_KEY: "abcdef123456" }).indexNow, null);
+  for (const host of ["127.0.0.1", "0.0.0.0", "::", "::1", "localhost", "worker.internal"]) {
+    assert.equal(parseConfig({ HOST: host }).host, host);
+  }
 });

@@ -70,19 +70,35 @@ function published(hub: EventHub, id: () => string | undefined, transition: stri
   return within(`the ${transition} event`, seen.finally(stop), 120_000);
 }
 
-dbTest("GET /metrics refuses a missing or wrong bearer token", async (db) => {
-  const { running, metrics } = await setup(db);
-  try {
-    const app = metricsRoutes(metrics.registry, TOKEN);
-    assert.equal((await app.request("/metrics")).status, 401);
-    const wrong = await app.request("/metrics", { headers: { authorization: "Bearer nope" } });
-    assert.equal(wrong.status, 401);
-    assert.doesNotMatch(await wrong.text(), /textstack_worker_/);
-  } finally {
-    metrics.stop();
-    await running.stop();
-  }
-});
+dbTest(
+  "GET /metrics refuses a missing, wrong or non-Bearer token with 401 and a Bearer challenge",
+  async (db) => {
+    const { running, metrics } = await setup(db);
+    try {
+      const app = metricsRoutes(metrics.registry, TOKEN);
+      const cases: Array<[string | undefined, string]> = [
+        [undefined, 'Bearer realm="textstack-metrics"'],
+        ["Basic dXNlcjpwYXNz", 'Bearer realm="textstack-metrics"'],
+        ["Bearer a b", 'Bearer realm="textstack-metrics", error="invalid_token"'],
+        ["Bearer nope", 'Bearer realm="textstack-metrics", error="invalid_token"'],
+      ];
+      for (const [authorization, challenge] of cases) {
+        const res = await app.request("/metrics", {
+          headers: authorization ? { authorization } : {},
+        });
+        assert.equal(res.status, 401, String(authorization));
+        assert.equal(res.headers.get("www-authenticate"), challenge, String(authorization));
+        assert.match(res.headers.get("content-type") ?? "", /application\/json/);
+        const body = await res.text();
+        assert.equal(typeof JSON.parse(body).error, "string");
+        assert.doesNotMatch(body, /textstack_worker_/);
+      }
+    } finally {
+      metrics.stop();
+      await running.stop();
+    }
+  },
+);
 
 dbTest("/metrics: every series exists at startup, and the values move as jobs run", async (db) => {
   const { ctx, cache, running, metrics, scrape } = await setup(db);

@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import { createApi } from "../lib/api.ts";
+import { ERROR_RESPONSES } from "../lib/openapi.ts";
 import { Lifecycle } from "../lib/lifecycle.ts";
 import { ingestionRoutes } from "../queues/ingestion_routes.ts";
 import { editionRoutes, ssgRoutes } from "../queues/ssg_routes.ts";
@@ -11,6 +12,8 @@ import { dbTest } from "./_db.ts";
 import { ingestionContext } from "./_ingestion.ts";
 
 const TOKEN = "openapi-test-token-0123456789";
+// deno-lint-ignore no-explicit-any
+type Json = Record<string, any>;
 
 dbTest(
   "GET /internal/openapi.json describes every /internal route, from its validators",
@@ -88,6 +91,71 @@ dbTest(
     const list = doc.paths["/internal/auto-publish/jobs"].get.parameters
       .map((p: { name: string; in: string }) => `${p.in}:${p.name}`).sort();
     assert.deepEqual(list, ["query:before", "query:limit", "query:status"]);
+
+    // The error answers in front of every handler are listed, each a JSON `{ error }` (review5).
+    const refs = new Map<string, number>();
+    for (const [status, { name }] of Object.entries(ERROR_RESPONSES)) {
+      refs.set(`#/components/responses/${name}`, Number(status));
+      const shared = doc.components.responses[name];
+      assert.equal(
+        shared.content["application/json"].schema.$ref,
+        "#/components/schemas/Error",
+        name,
+      );
+    }
+    assert.ok(doc.components.responses.Unauthorized.headers["WWW-Authenticate"]);
+    assert.ok(doc.components.responses.MethodNotAllowed.headers.Allow);
+    assert.ok(doc.components.responses.ServiceUnavailable.headers["Retry-After"]);
+    for (const route of registered) {
+      const [method, path] = route.split(" ");
+      const op = doc.paths[path][method];
+      const statuses = Object.keys(op.responses);
+      const expect = (status: number, applies: boolean) =>
+        assert.equal(statuses.includes(String(status)), applies, `${route}: ${status}`);
+      expect(401, true);
+      expect(405, true);
+      expect(503, path !== "/internal/openapi.json");
+      expect(400, (op.parameters?.length ?? 0) > 0 || op.requestBody !== undefined);
+      expect(413, op.requestBody !== undefined);
+      if (path.includes("{")) expect(404, true);
+      for (const [status, response] of Object.entries(op.responses as Record<string, Json>)) {
+        if (status === "4XX" || Number(status) >= 400) {
+          const content = response.$ref
+            ? doc.components.responses[response.$ref.split("/").pop()].content
+            : response.content;
+          assert.equal(
+            content?.["application/json"]?.schema?.$ref,
+            "#/components/schemas/Error",
+            `${route} ${status}`,
+          );
+        }
+        if (response.$ref) assert.equal(refs.get(response.$ref), Number(status), route);
+      }
+    }
+    // And the answers are the worker's: a wrong method on every path is 405 with Allow, a body
+    // over 64 KiB on every route that takes one is 413, no token is 401 with the challenge.
+    const auth = { authorization: `Bearer ${TOKEN}` };
+    for (const [path, methods] of Object.entries(doc.paths as Record<string, Json>)) {
+      const url = path.replace(/\{\w+\}/g, "1");
+      const res = await app.request(url, { method: "DELETE", headers: auth });
+      assert.equal(res.status, 405, path);
+      assert.ok(res.headers.get("allow"), path);
+      await res.body?.cancel();
+      for (const [method, op] of Object.entries(methods)) {
+        const none = await app.request(url, { method: method.toUpperCase() });
+        assert.equal(none.status, 401, `${method} ${path}`);
+        assert.match(none.headers.get("www-authenticate") ?? "", /^Bearer realm=/);
+        await none.body?.cancel();
+        if (!op.requestBody) continue;
+        const big = await app.request(url, {
+          method: method.toUpperCase(),
+          headers: { ...auth, "content-type": "application/json" },
+          body: JSON.stringify({ pad: "x".repeat(70 * 1024) }),
+        });
+        assert.equal(big.status, 413, `${method} ${path}`);
+        await big.body?.cancel();
+      }
+    }
 
     // The README's route table is this document: method, path and summary of every route.
     const rows: string[][] = [];

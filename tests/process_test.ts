@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { dbTest, type TestDb, waitFor } from "./_db.ts";
 import { insertJob, jobRow, SMALL_BOOK } from "./_ingestion.ts";
-import { postJson, spawnWorker } from "./_worker.ts";
+import { postJson, spawnWorker, TEST_TOKEN } from "./_worker.ts";
 import { mkfifo } from "./_fs.ts";
 
 async function storage(): Promise<string> {
@@ -126,6 +126,64 @@ Deno.test("main.ts refuses a bad setting at startup, naming it", async () => {
   );
 });
 
+Deno.test("main.ts refuses every bad or ignored setting at startup with exit 2, naming it", async () => {
+  // The database is unreachable: a setting that got past the check would leave the worker
+  // retrying it instead of exiting 2.
+  const cases: Array<[Record<string, string>, string]> = [
+    [{ ENRICHMENT_API_TIMEOUT_MS: "abc" }, "Cannot parse ENRICHMENT_API_TIMEOUT_MS: "],
+    [{ SSG_STALE_AFTER_MS: "60000" }, "Cannot use SSG_STALE_AFTER_MS: the ssg queue has no stale"],
+    [{ SEO_TIMEOUT_MS: "60000" }, "Cannot use SEO_TIMEOUT_MS: "],
+    [{ AUTO_PUBLISH_STALE_AFTER_MS: "60000" }, "Cannot use AUTO_PUBLISH_STALE_AFTER_MS: "],
+    [{ INDEXNOW_KEY: "?" }, "Cannot parse INDEXNOW_KEY: "],
+    [{ HOST: "not a host!" }, "Cannot parse HOST: "],
+  ];
+  for (const [env, message] of cases) {
+    const worker = spawnWorker(null, { ...env, DATABASE_URL: "postgres://x@127.0.0.1:1/x" });
+    const timer = setTimeout(() => worker.child.kill("SIGKILL"), 15_000);
+    const status = await worker.exited;
+    clearTimeout(timer);
+    const line = worker.logs.find((l) => l.msg === "invalid configuration");
+    assert.equal(status.code, 2, `${JSON.stringify(env)}: ${JSON.stringify(worker.logs)}`);
+    assert.ok(String(line?.err).startsWith(message), `${JSON.stringify(env)}: ${line?.err}`);
+    assert.ok(!worker.logs.some((l) => l.msg === "starting"), "nothing starts before the check");
+  }
+});
+
+Deno.test("main.ts refuses a HOST or PORT it cannot listen on with exit 2, before touching the database", async () => {
+  // A stand-in server that only counts connections: the worker must exit before it connects.
+  const database = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  let connections = 0;
+  (async () => {
+    for await (const conn of database) connections++, conn.close();
+  })().catch(() => {});
+  const taken = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const takenPort = (taken.addr as Deno.NetAddr).port;
+  const url = `postgres://x@127.0.0.1:${(database.addr as Deno.NetAddr).port}/x`;
+  const cases: Array<[Record<string, string>, string]> = [
+    // TEST-NET-1 (RFC 5737): a well-formed address this machine does not have.
+    [{ HOST: "192.0.2.1" }, "Cannot use HOST and PORT: cannot listen on 192.0.2.1:0: "],
+    [
+      { PORT: String(takenPort) },
+      `Cannot use HOST and PORT: cannot listen on 127.0.0.1:${takenPort}: `,
+    ],
+  ];
+  try {
+    for (const [env, message] of cases) {
+      const worker = spawnWorker(null, { ...env, DATABASE_URL: url });
+      const timer = setTimeout(() => worker.child.kill("SIGKILL"), 15_000);
+      const status = await worker.exited;
+      clearTimeout(timer);
+      assert.equal(status.code, 2, `${JSON.stringify(env)}: ${JSON.stringify(worker.logs)}`);
+      const line = worker.logs.find((l) => l.msg === "invalid configuration");
+      assert.ok(String(line?.err).startsWith(message), `${JSON.stringify(env)}: ${line?.err}`);
+      assert.equal(connections, 0, "the database was touched");
+    }
+  } finally {
+    taken.close();
+    database.close();
+  }
+});
+
 Deno.test("main.ts retries an unreachable database with backoff, saying so, and stops on SIGTERM", async () => {
   const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
   const port = (listener.addr as Deno.NetAddr).port;
@@ -149,5 +207,95 @@ dbTest(
     assert.equal((await worker.exited).code, 0);
     const row = await jobRow(db, id);
     assert.deepEqual([row.status, row.attempt_count, row.error], ["Queued", 0, null]);
+  },
+);
+
+/** A request body sent in chunks (`Transfer-Encoding: chunked`, no `Content-Length`). */
+function chunked(text: string): ReadableStream<Uint8Array> {
+  return new ReadableStream({
+    start(controller) {
+      controller.enqueue(new TextEncoder().encode(text));
+      controller.close();
+    },
+  });
+}
+
+dbTest(
+  "main.ts logs no runtime notice for a chunked request body (Deno.serve's legacy request.signal abort)",
+  async (db) => {
+    const worker = spawnWorker(db, { STORAGE_DIR: await storage() });
+    try {
+      const base = await worker.baseUrl();
+      // hono's bodyLimit re-reads a chunked body into a new Request, which reads request.signal;
+      // under Deno's legacy abort mode that logged a warning once per process.
+      const api = await fetch(`${base}/internal/ingestion/jobs`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${TEST_TOKEN}`, "content-type": "application/json" },
+        body: chunked(JSON.stringify({ source_path: "missing.txt" })),
+      });
+      assert.equal(api.status, 400);
+      await api.body?.cancel();
+      const login = await fetch(`${base}/admin/login`, {
+        method: "POST",
+        headers: { "content-type": "application/x-www-form-urlencoded", origin: base },
+        body: chunked(`token=${TEST_TOKEN}`),
+        redirect: "manual",
+      });
+      assert.equal(login.status, 303);
+      await login.body?.cancel();
+      // The notice is written when a request closes: one more round trip passes that point.
+      assert.equal((await fetch(`${base}/healthz`)).status, 200);
+      assert.equal((await fetch(`${base}/healthz`)).status, 200);
+      const notices = worker.logs.filter((l) =>
+        l.msg === "runtime message" || String(l.msg).startsWith("stderr: ")
+      );
+      assert.deepEqual(notices, []);
+    } finally {
+      worker.child.kill("SIGTERM");
+      assert.equal((await worker.exited).code, 0);
+    }
+  },
+);
+
+dbTest(
+  "main.ts over HTTP: token refusals are 401 with a Bearer challenge; sign-in past 10 refusals is 429",
+  async (db) => {
+    const worker = spawnWorker(db, { STORAGE_DIR: await storage() });
+    try {
+      const base = await worker.baseUrl();
+      for (
+        const [path, realm] of [["/internal/openapi.json", "internal"], ["/metrics", "metrics"]]
+      ) {
+        for (const authorization of [undefined, "Basic dXNlcjpwYXNz", "Bearer wrong-token"]) {
+          const res = await fetch(`${base}${path}`, {
+            headers: authorization ? { authorization } : {},
+          });
+          assert.equal(res.status, 401, `${path} ${authorization}`);
+          assert.match(
+            res.headers.get("www-authenticate") ?? "",
+            new RegExp(`^Bearer realm="textstack-${realm}"`),
+          );
+          await res.body?.cancel();
+        }
+      }
+      const signIn = async (token: string) => {
+        const res = await fetch(`${base}/admin/login`, {
+          method: "POST",
+          headers: { "content-type": "application/x-www-form-urlencoded", origin: base },
+          body: new URLSearchParams({ token }),
+          redirect: "manual",
+        });
+        await res.body?.cancel();
+        return res;
+      };
+      for (let i = 0; i < 10; i++) assert.equal((await signIn("wrong-wrong-wrong")).status, 401);
+      const limited = await signIn(TEST_TOKEN);
+      assert.equal(limited.status, 429);
+      assert.ok(Number(limited.headers.get("retry-after")) > 0);
+      await worker.waitForLog("admin login rate-limited", { client: "127.0.0.1" });
+    } finally {
+      worker.child.kill("SIGTERM");
+      assert.equal((await worker.exited).code, 0);
+    }
   },
 );
