@@ -239,11 +239,19 @@ export function faultDelayMs(n: number, capMs = 5000): number {
  * Reopen a pool's connections: each closes once its current query is done, and the pool opens
  * fresh ones on demand (a session that went read-only, or a socket to a server that restarted,
  * is not reused; issue 9, item 4). postgres.js 3.4.9 has `close()` at runtime but not in its
- * types. Never throws.
+ * types. Never throws, and never waits for the connections to end.
  *
+ * Not waiting is the point: `close()` resolves only once every connection has ended, and one
+ * still connecting to a server that is restarting ends only at its connect timeout, or later
+ * (`deno task chaos`, "server restart mid-run": a give-back that awaited it stalled for 30 s
+ * and the job was left in flight at exit). The close takes effect when called; new queries get
+ * fresh connections meanwhile.
+ *
+ * @returns at once.
  * @example
  * if (dbFault(err)?.recycle) await recyclePool(sql);
  */
-export async function recyclePool(sql: Sql): Promise<void> {
-  await (sql as unknown as { close(): Promise<void> }).close().catch(() => {});
+export function recyclePool(sql: Sql): Promise<void> {
+  (sql as unknown as { close(): Promise<void> }).close().catch(() => {});
+  return Promise.resolve();
 }

@@ -5,10 +5,10 @@
  * decided by {@linkcode dbFault} — checked here on real errors from a real server.
  */
 import assert from "node:assert/strict";
-import { connect, dbFault, faultDelayMs } from "../lib/db.ts";
+import { connect, dbFault, faultDelayMs, recyclePool } from "../lib/db.ts";
 import { waitUntilReachable } from "../lib/lifecycle.ts";
 import { createLogger } from "../lib/log.ts";
-import { dbTest } from "./_db.ts";
+import { dbTest, waitFor } from "./_db.ts";
 import { freePort } from "./_fs.ts";
 
 Deno.test("faultDelayMs() doubles from 250 ms with ±20% jitter and never passes its cap", () => {
@@ -93,3 +93,35 @@ dbTest(
     );
   },
 );
+
+Deno.test("recyclePool() returns at once while a connection is stuck connecting", async () => {
+  // A server that accepts and never answers: the pool's connection stays in its startup until
+  // connect_timeout (10 s). Waiting for it to end stalled a give-back past the shutdown budget
+  // (deno task chaos, "server restart mid-run").
+  const hole = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const accepted: Deno.Conn[] = [];
+  const accepting = (async () => {
+    for await (const conn of hole) accepted.push(conn);
+  })().catch(() => {});
+  const sql = connect(`postgres://postgres@127.0.0.1:${(hole.addr as Deno.NetAddr).port}/none`, {
+    schema: "public",
+    applicationName: "test-stuck",
+    max: 1,
+  });
+  const pending = sql`select 1`.catch((err) => err);
+  try {
+    await waitFor("the pool to connect", () => accepted.length === 1);
+    const t0 = performance.now();
+    const late = new Promise((r) => setTimeout(() => r("late"), 2000));
+    const outcome = await Promise.race([recyclePool(sql).then(() => "returned"), late]);
+    const took = performance.now() - t0;
+    assert.equal(outcome, "returned");
+    assert.ok(took < 500, `recyclePool() took ${Math.round(took)} ms`);
+  } finally {
+    for (const conn of accepted) conn.close();
+    hole.close();
+    await accepting;
+    await pending;
+    await sql.end({ timeout: 0 });
+  }
+});
