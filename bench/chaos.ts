@@ -3,14 +3,16 @@
  * (`main.ts`, spawned) against an embedded PostgreSQL behind a TCP proxy this script controls
  * (tests/_proxy.ts), with jobs flowing, applies one fault, then SIGTERMs every worker still
  * running, and prints: jobs enqueued, completed, failed, given back, double-run (a job completed
- * twice, or run by two processes at once — 0 expected), longest wait (enqueue → finished), exit
- * codes and the longest exit time after the final signal. It exits 1 when a row breaks a rule:
+ * twice in the logs, or more editions saved than jobs completed: a second run committed — 0
+ * expected), longest wait (enqueue → finished), exit codes and the longest exit time after any
+ * SIGTERM (those a scenario sends and the final one). It exits 1 when a row breaks a rule:
  * a job unaccounted for, a double run, an exit code other than the documented one, or an exit
  * slower than the shutdown budget.
  *
  * `--short` (CI, ≤ 3 min) runs the core faults with fewer jobs; the full matrix stays ≤ 10 min.
  * Uses `DATABASE_URL` when set (a restart is then simulated by cutting every connection), else a
- * throwaway embedded PostgreSQL.
+ * throwaway embedded PostgreSQL, which "server restart" restarts for real (`pg_ctl stop -m fast`,
+ * then start).
  *
  * @module
  */
@@ -36,11 +38,14 @@ const BOOK = "Chaos Book\nby Chaos\n\nCHAPTER I\n\nOne.\n\nCHAPTER II\n\nTwo.\n"
 
 let url = Deno.env.get("DATABASE_URL");
 let stopEmbedded = (): Promise<void> => Promise.resolve();
+/** A real server restart (embedded only: a DATABASE_URL server is not ours to restart). */
+let restartServer: (() => Promise<void>) | undefined;
 if (!url) {
   const port = freePort();
   const pg = await startEmbedded({ dir: `.data/chaos-pg-${port}`, port, persistent: false });
   url = pg.url;
   stopEmbedded = pg.stop;
+  restartServer = pg.restart;
 }
 const admin = connect(url, { schema: "public", applicationName: "chaos-admin", max: 2 });
 const migrations = await readMigrations(new URL("../sql/", import.meta.url));
@@ -54,6 +59,8 @@ interface Stage {
   workers: WorkerProcess[];
   /** Spawn a worker through the proxy (extra env on top of the chaos defaults). */
   spawn(env?: Record<string, string>): WorkerProcess;
+  /** SIGTERM a worker and wait for its exit; the time it took counts in the row's exit time. */
+  term(worker: WorkerProcess): Promise<Deno.CommandStatus>;
   /** Insert `n` jobs reading the book; returns their ids. */
   enqueue(n: number, path?: string): Promise<string[]>;
   /** A job whose source is a FIFO: its run stays in flight until `feed()`. */
@@ -79,7 +86,8 @@ interface Row {
 async function until(check: () => Promise<boolean> | boolean, timeoutMs: number): Promise<boolean> {
   const deadline = performance.now() + timeoutMs;
   while (performance.now() < deadline) {
-    if (await check()) return true;
+    // A query that fails (the server is restarting) is a "not yet".
+    if (await Promise.resolve().then(check).catch(() => false)) return true;
     await new Promise((r) => setTimeout(r, 100));
   }
   return false;
@@ -103,6 +111,19 @@ async function scenario(
   // Workers that exited during the scenario (a SIGKILL, a SIGTERM it sent): not part of the final
   // signal's row.
   const gone = new Set<WorkerProcess>();
+  // ms from each SIGTERM to that worker's exit, the scenario's own and the final one.
+  const termMs: number[] = [];
+  const term = async (w: WorkerProcess): Promise<Deno.CommandStatus> => {
+    const t0 = performance.now();
+    try {
+      w.child.kill("SIGTERM");
+    } catch {
+      // already exited
+    }
+    const status = await w.exited;
+    termMs.push(performance.now() - t0);
+    return status;
+  };
   const stage: Stage = {
     sql,
     schema,
@@ -125,6 +146,7 @@ async function scenario(
       worker.exited.then(() => gone.add(worker));
       return worker;
     },
+    term,
     async enqueue(n, path = "book.txt") {
       enqueued += n;
       const rows = await sql<{ id: string }[]>`
@@ -141,10 +163,16 @@ async function scenario(
       return {
         id,
         async feed() {
-          // Replace the FIFO by the book, and unblock a reader still waiting on it.
+          // Replace the FIFO by the book for later readers, and send the book through the pipe
+          // to a reader already waiting on it (a run that re-claimed the job): closing the pipe
+          // without writing, as before, handed that run an empty file, failing the job for good
+          // although the worker had done everything right. Opening read-write never blocks, and
+          // the book fits in the pipe's buffer.
           const writer = await Deno.open(fifo, { read: true, write: true });
           await Deno.remove(fifo);
           await Deno.writeTextFile(fifo, BOOK);
+          const bytes = new TextEncoder().encode(BOOK);
+          for (let at = 0; at < bytes.length;) at += await writer.write(bytes.subarray(at));
           writer.close();
         },
       };
@@ -169,24 +197,14 @@ async function scenario(
     console.error(`  [${fault}] ${(err as Error).message.slice(0, 2000)}`);
   }
   // The final signal: every worker still running gets SIGTERM; time each exit.
-  const t0 = performance.now();
-  const exits = await Promise.all(
-    stage.workers.filter((w) => !gone.has(w)).map(async (w) => {
-      try {
-        w.child.kill("SIGTERM");
-      } catch {
-        // already exited
-      }
-      const status = await w.exited;
-      return { code: status.code, ms: performance.now() - t0 };
-    }),
-  );
+  await Promise.all(stage.workers.filter((w) => !gone.has(w)).map(term));
   const [stats] = await sql<
-    { completed: number; failed: number; wait_s: number | null }[]
+    { completed: number; failed: number; wait_s: number | null; editions: number }[]
   >`
     select count(*) filter (where status = 'Completed')::int as completed,
            count(*) filter (where status = 'Failed')::int as failed,
-           max(extract(epoch from finished_at - created_at))::float8 as wait_s
+           max(extract(epoch from finished_at - created_at))::float8 as wait_s,
+           (select count(*)::int from editions) as editions
     from ingestion_jobs`;
   const logs: Array<Record<string, unknown>> = stage.workers.flatMap((w) => w.logs);
   const givenBack =
@@ -199,12 +217,15 @@ async function scenario(
       completions.set(String(l.id), (completions.get(String(l.id)) ?? 0) + 1);
     }
   }
-  const doubleRun = [...completions.values()].filter((n) => n > 1).length;
+  // A job completed twice in the logs, or work committed twice: every completed job saved
+  // exactly one edition, so more editions than completed jobs means a second run committed.
+  const doubleRun = [...completions.values()].filter((n) => n > 1).length +
+    Math.max(0, stats.editions - stats.completed);
   // Every worker's exit, in spawn order: those that exited during the scenario too (a SIGKILL
   // shows as "kill"); the exit time is the final signal's.
   const statuses = await Promise.all(stage.workers.map((w) => w.exited));
   const codes = statuses.map((st) => st.signal === "SIGKILL" ? "kill" : st.code);
-  const exitMs = Math.round(Math.max(0, ...exits.map((e) => e.ms)));
+  const exitMs = Math.round(Math.max(0, ...termMs));
   const accounted = stats.completed + stats.failed === enqueued;
   if (Deno.args.includes("--verbose") || !accounted || doubleRun > 0) {
     for (const [i, w] of stage.workers.entries()) {
@@ -287,8 +308,7 @@ const SCENARIOS: Scenario[] = [
     const slow = await s.slowJob();
     await s.enqueue(JOBS);
     await w.waitForLog("job claimed", { id: slow.id }, 30_000);
-    w.child.kill("SIGTERM");
-    await w.exited;
+    await s.term(w);
     const next = s.spawn();
     await listening(next);
     await slow.feed();
@@ -311,15 +331,28 @@ const SCENARIOS: Scenario[] = [
     const slow = await s.slowJob();
     await w.waitForLog("job claimed", { id: slow.id }, 30_000);
     await s.enqueue(JOBS);
-    // Every session of this schema's worker ends (as in a restart) and the port refuses for 2 s.
-    s.proxy.cut();
-    await admin`
-      select pg_terminate_backend(pid) from pg_stat_activity
-      where application_name like 'textstack%'`.catch(() => {});
-    await new Promise((r) => setTimeout(r, 2000));
-    s.proxy.restore();
-    await w.waitForLog("orphan given back (lock lost mid-run)", { id: slow.id }, 30_000)
-      .catch(() => w.waitForLog("job given back", { id: slow.id }, 1000));
+    if (restartServer) {
+      // A real restart: `pg_ctl stop -m fast` ends every session, the port refuses until the
+      // server is back.
+      await restartServer();
+    } else {
+      // Not our server to restart: every session of the worker ends (as in a restart) and the
+      // port refuses for 2 s.
+      s.proxy.cut();
+      await admin`
+        select pg_terminate_backend(pid) from pg_stat_activity
+        where application_name like 'textstack%'`.catch(() => {});
+      await new Promise((r) => setTimeout(r, 2000));
+      s.proxy.restore();
+    }
+    // Given back by the run's own give-back (retried until the database is back) or, if that
+    // gave up, by the recovery when the lock is taken again: whichever comes first.
+    const givenBack = (l: Record<string, unknown>) =>
+      l.id === slow.id &&
+      (l.msg === "job given back" || l.msg === "orphan given back (lock lost mid-run)");
+    if (!(await until(() => w.logs.some(givenBack), 30_000))) {
+      throw new Error(`job ${slow.id} was not given back after the restart`);
+    }
     await slow.feed();
   }],
   ["two overlapping instances", async (s) => {
@@ -330,8 +363,7 @@ const SCENARIOS: Scenario[] = [
     const slow = await s.slowJob();
     await s.enqueue(JOBS);
     await a.waitForLog("job claimed", { id: slow.id }, 30_000);
-    a.child.kill("SIGTERM");
-    await a.exited;
+    await s.term(a);
     await listening(b);
     await slow.feed();
   }],
@@ -349,8 +381,7 @@ const SCENARIOS: Scenario[] = [
     await w.waitForLog("orphan recovery failed; retrying", { code: "25006" }, 30_000);
     await admin`alter role ${admin(role)} reset default_transaction_read_only`;
     await s.settled();
-    w.child.kill("SIGTERM");
-    await w.exited;
+    await s.term(w);
     await admin`drop owned by ${admin(role)}`;
     await admin`drop role ${admin(role)}`;
   }],
@@ -371,8 +402,7 @@ if (!SHORT) {
       const slow = await s.slowJob();
       await w.waitForLog("job claimed", { id: slow.id }, 30_000);
       s.proxy.blackhole(/^textstack$/);
-      w.child.kill("SIGTERM");
-      await w.exited;
+      await s.term(w);
       s.proxy.restore();
       const next = s.spawn();
       await listening(next);

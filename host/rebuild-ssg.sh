@@ -11,6 +11,11 @@
 # Settings (environment): TEXTSTACK_URL, TEXTSTACK_TOKEN (required); REBUILD_POLL_S (seconds
 # between looks, default 2); REBUILD_TIMEOUT_S (default 3600); CURL_MAX_TIME_S (default 30).
 # Progress goes to stderr; the final job JSON to stdout.
+#
+# SIGTERM or SIGINT stops following at once (exit 143 or 130) and leaves the rebuild alone: it
+# belongs to the worker, which finishes it. curl and sleep run as background children followed
+# by `wait`, so the trap runs at once instead of after them (a shell holds a trap until its
+# foreground child ends; see host/poll-common.sh), and the trap stops that child.
 set -eu
 : "${TEXTSTACK_URL:?set TEXTSTACK_URL to the base URL of the worker, e.g. http://127.0.0.1:8787}"
 : "${TEXTSTACK_TOKEN:?set TEXTSTACK_TOKEN to the INTERNAL_API_TOKEN of the worker}"
@@ -29,19 +34,35 @@ TEXTSTACK_URL=${TEXTSTACK_URL%/}
 
 umask 077
 work=$(mktemp -d "${TMPDIR:-/tmp}/rebuild-ssg.XXXXXX")
+child=
 trap 'rm -rf "$work"' EXIT
-trap 'exit 143' TERM
-trap 'exit 130' INT
+# stop CODE: end the running child (curl or sleep), then exit (the EXIT trap removes $work).
+stop() {
+  if [ -n "$child" ]; then kill -TERM "$child" 2>/dev/null || true; fi
+  exit "$1"
+}
+trap 'stop 143' TERM
+trap 'stop 130' INT
 printf 'Authorization: Bearer %s\n' "$TEXTSTACK_TOKEN" >"$work/auth"
 
 log() {
   printf '%s rebuild-ssg: %s\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$*" >&2
 }
 
+# Run "$@" as a background child and wait for it, so a signal's trap runs at once.
+run_child() {
+  "$@" &
+  child=$!
+  wait "$child" || true
+  child=
+}
+
 # call METHOD PATH: the status to $code ("000" when unreachable), the body to $work/resp.
 call() {
-  code=$(curl -sS -o "$work/resp" -w '%{http_code}' --max-time "$CURL_MAX_TIME_S" -X "$1" \
-    -H "@$work/auth" "$TEXTSTACK_URL$2" 2>"$work/err") || true
+  : >"$work/code"
+  run_child curl -sS -o "$work/resp" -w '%{http_code}' --max-time "$CURL_MAX_TIME_S" -X "$1" \
+    -H "@$work/auth" "$TEXTSTACK_URL$2" >"$work/code" 2>"$work/err"
+  code=$(cat "$work/code")
   code=${code:-000}
 }
 
@@ -76,7 +97,7 @@ while :; do
     log "rebuild $id still $status after ${REBUILD_TIMEOUT_S}s; giving up following it"
     exit 3
   fi
-  sleep "$REBUILD_POLL_S"
+  run_child sleep "$REBUILD_POLL_S"
   call GET "/internal/ssg/jobs/$id"
   case $code in
     200) misses=0; status=$(job | jq -r '.status') ;;

@@ -9,7 +9,7 @@
  * Faults (issue 9): a shutdown or a lost lock aborts the running job's signal and gives its claim
  * back, retrying a give-back the database refused until the shutdown deadline; a run that ignores
  * its abort is settled by a fenced write after a grace period and left behind; a failing round
- * backs off (capped), logs one line, and reopens the pool after a connection or read-only error.
+ * backs off (capped), logs one line, and reopens the pool after a read-only error.
  * Jobs whose give-back never committed are reported by {@linkcode Consumer.stop} as an
  * {@linkcode InFlightError}, which the exit code tells.
  *
@@ -118,7 +118,7 @@ export interface ConsumerOptions<J extends ClaimedJob, C extends QueueContext> {
   abortGraceMs?: number;
   /** Cap (ms) of the backoff after a failing round (default 5000). */
   maxErrorDelayMs?: number;
-  /** Reopen the pool's connections (after a connection or read-only error); never throws. */
+  /** Reopen the pool's connections (after a read-only error, SQLSTATE 25006); never throws. */
   recycle?: () => Promise<void>;
 }
 
@@ -357,7 +357,7 @@ export class Consumer<J extends ClaimedJob, C extends QueueContext> {
   }
 
   // One line per failure (the stack at debug), a capped backoff, and a fresh pool after a
-  // connection or read-only error (issue 9, item 4).
+  // read-only error (issue 9, item 4; lib/db.ts DbFault.recycle says why not a connection error).
   async #backOff(msg: string, err: unknown, active: AbortSignal): Promise<void> {
     this.#roundFailures++;
     const delayMs = faultDelayMs(++this.#errors, this.#o.maxErrorDelayMs ?? 5000);

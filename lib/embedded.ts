@@ -39,6 +39,12 @@ export interface EmbeddedServer {
   /** `postgres://` URL of its `postgres` database. */
   readonly url: string;
   /**
+   * Restart the server in place (`pg_ctl stop -m fast`, then start on the same port): every
+   * session is ended and the port refuses connections until it is back, as in a real restart
+   * (`deno task chaos`). Throws when the start fails.
+   */
+  restart(): Promise<void>;
+  /**
    * Stop the server unless other client sessions still use it (then say so through `onLog` and
    * leave it running); a throwaway server (`persistent: false`) always stops and its data
    * directory is deleted. Idempotent, bounded (under 20 s at worst) and never rejects.
@@ -400,6 +406,10 @@ export async function startEmbedded(options: EmbeddedOptions): Promise<EmbeddedS
   let stopped: Promise<void> | undefined;
   return {
     url: urlFor(port),
+    async restart() {
+      await pgCtlStop(pgCtl, dir, owner, note);
+      await start(pgCtl, dir, port, log, owner, options.settings ?? {});
+    },
     stop: () =>
       stopped ??= stop().catch((err) => {
         note(`Cannot stop the embedded PostgreSQL in "${dir}": ${errorText(err)}`);

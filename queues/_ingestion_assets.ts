@@ -43,40 +43,68 @@ export async function publishAssets(
     where id = ${editionId} and asset_version = ${version}`;
 }
 
+// A read the signal cancels (`pg_cancel_backend` through postgres.js's cancel request): a read
+// waiting on a lock must not hold the wake past its budget (issue 9, review).
+async function bounded<T>(query: { cancel(): void } & Promise<T>, signal: AbortSignal): Promise<T> {
+  const cancel = () => query.cancel();
+  signal.addEventListener("abort", cancel, { once: true });
+  try {
+    return await query;
+  } catch (err) {
+    throw signal.aborted ? signal.reason : err;
+  } finally {
+    signal.removeEventListener("abort", cancel);
+  }
+}
+
 /**
- * Rewrite the assets of editions whose written version lags the saved one.
+ * Rewrite the assets of editions whose written version lags the saved one, until `signal`
+ * aborts: it cancels the statement in progress and stops between files (issue 9, review: the
+ * repair is bounded by time; the caller passes its budget in the signal).
  *
  * @returns how many editions were repaired.
- * @throws the database error; a file-system error for one edition is logged, and that edition
- *   is not tried again for {@linkcode REPAIR_RETRY_MS}.
+ * @throws `signal.reason` when it aborted during a read; the database error; a file-system error
+ *   for one edition is logged, and that edition is not tried again for {@linkcode REPAIR_RETRY_MS}.
  */
 export async function repairAssets(
   ctx: QueueContext & { readonly storageDir: string },
   signal: AbortSignal,
 ): Promise<number> {
-  const behind = await ctx.sql<{ id: string; asset_version: number }[]>`
-    select id, asset_version from editions
-    where assets_version <> asset_version
-      and (assets_repair_after is null or assets_repair_after <= now())
-    order by id
-    limit ${REPAIRS_PER_WAKE}`;
+  signal.throwIfAborted();
+  const behind = await bounded(
+    ctx.sql<{ id: string; asset_version: number }[]>`
+      select id, asset_version from editions
+      where assets_version <> asset_version
+        and (assets_repair_after is null or assets_repair_after <= now())
+      order by id
+      limit ${REPAIRS_PER_WAKE}`,
+    signal,
+  );
   let repaired = 0;
   for (const edition of behind) {
     if (signal.aborted) break;
-    const chapters = await ctx.sql<{ html: string }[]>`
-      select html from chapters where edition_id = ${edition.id} order by position`;
+    const chapters = await bounded(
+      ctx.sql<{ html: string }[]>`
+        select html from chapters where edition_id = ${edition.id} order by position`,
+      signal,
+    );
     // Paths first, bytes one file at a time: an illustrated book's images need not all be in
     // memory at once.
-    const resources = (await ctx.sql<{ path: string }[]>`
-      select path from resources where edition_id = ${edition.id} order by path`)
-      .map(({ path }): AssetResource => ({
-        path,
-        bytes: async () => {
-          const [row] = await ctx.sql<{ bytes: Uint8Array }[]>`
-            select bytes from resources where edition_id = ${edition.id} and path = ${path}`;
-          return row?.bytes ?? new Uint8Array();
-        },
-      }));
+    const resources = (await bounded(
+      ctx.sql<{ path: string }[]>`
+        select path from resources where edition_id = ${edition.id} order by path`,
+      signal,
+    )).map(({ path }): AssetResource => ({
+      path,
+      bytes: async () => {
+        const [row] = await bounded(
+          ctx.sql<{ bytes: Uint8Array }[]>`
+            select bytes from resources where edition_id = ${edition.id} and path = ${path}`,
+          signal,
+        );
+        return row?.bytes ?? new Uint8Array();
+      },
+    }));
     try {
       await publishAssets(ctx, edition.id, edition.asset_version, chapters, resources, signal);
       ctx.log.warn(

@@ -216,10 +216,17 @@ export async function recover(ctx: IngestionContext, signal: AbortSignal): Promi
   }
   // Bounded in time, and its faults never block the claims (issue 9, review): the chapters are in
   // the database, and the next wake repairs the rest.
+  const budget = AbortSignal.any([signal, AbortSignal.timeout(REPAIR_BUDGET_MS)]);
   try {
-    await repairAssets(ctx, AbortSignal.any([signal, AbortSignal.timeout(REPAIR_BUDGET_MS)]));
+    await repairAssets(ctx, budget);
   } catch (err) {
-    if (!signal.aborted) {
+    if (signal.aborted) return;
+    if (budget.aborted) {
+      ctx.log.info(
+        { queue: name, budgetMs: REPAIR_BUDGET_MS },
+        "asset repair paused at its budget",
+      );
+    } else {
       ctx.log.error({ queue: name, err }, "asset repair failed; claiming anyway");
     }
   }

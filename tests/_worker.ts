@@ -56,10 +56,15 @@ export const TEST_TOKEN = "test-token-0123456789abcdef";
  * Spawn `deno run -A main.ts` against a test schema.
  *
  * @param env extra or overriding variables.
+ * @param runFlags extra `deno run` flags, e.g. `--import-map=…`.
  */
-export function spawnWorker(db: TestDb | null, env: Record<string, string>): WorkerProcess {
+export function spawnWorker(
+  db: TestDb | null,
+  env: Record<string, string>,
+  runFlags: string[] = [],
+): WorkerProcess {
   const child = new Deno.Command(Deno.execPath(), {
-    args: ["run", "-A", new URL("../main.ts", import.meta.url).pathname],
+    args: ["run", "-A", ...runFlags, new URL("../main.ts", import.meta.url).pathname],
     env: {
       ...(db ? { DATABASE_URL: db.url, DATABASE_SCHEMA: db.schema } : {}),
       HOST: "127.0.0.1",

@@ -269,3 +269,27 @@ Deno.test("deno task start on a terminal's Ctrl-C (SIGINT to its process group) 
     await cleanUp(root, []);
   }
 });
+
+Deno.test("EmbeddedServer.restart() ends every session and brings the server back on its port", async () => {
+  const root = await tempRoot();
+  const servers: EmbeddedServer[] = [];
+  try {
+    const pg = await startEmbedded({ dir: `${root}/pg`, port: freePort(), persistent: false });
+    servers.push(pg);
+    const sql = postgres(pg.url, { max: 1, onnotice: () => {} });
+    try {
+      const [before] = await sql`select pg_postmaster_start_time() as t, pg_backend_pid() as pid`;
+      const pidBefore = await postmasterPid(`${root}/pg`);
+      await pg.restart();
+      // The old session is gone; postgres.js reconnects to the new server on the same URL.
+      const [after] = await sql`select pg_postmaster_start_time() as t, pg_backend_pid() as pid`;
+      assert.ok(after.t > before.t, "a new postmaster");
+      assert.notEqual(after.pid, before.pid);
+      assert.notEqual(await postmasterPid(`${root}/pg`), pidBefore);
+    } finally {
+      await sql.end({ timeout: 1 });
+    }
+  } finally {
+    await cleanUp(root, servers);
+  }
+});
