@@ -22,15 +22,16 @@ dbTest("claim() takes each job exactly once across two sessions", async (db) => 
     await db
       .sql`insert into ingestion_jobs (source_path) select 'x' || g from generate_series(1, 40) g`;
     const claimed: string[] = [];
-    const drain = async (ctx: ingestion.IngestionContext): Promise<number> => {
-      let n = 0;
-      for (let job = await ingestion.claim(ctx); job; job = await ingestion.claim(ctx)) {
-        claimed.push(job.id);
-        n++;
-      }
-      return n;
-    };
-    const [na, nb] = await Promise.all([drain(a), drain(b)]);
+    await other`select 1`; // both sessions connected before the race starts
+    // In lockstep: each round both sessions claim at the same moment, so every round is a race
+    // that SKIP LOCKED must settle with two different jobs.
+    let [na, nb] = [0, 0];
+    for (let round = 0; round < 40; round++) {
+      const [ja, jb] = await Promise.all([ingestion.claim(a), ingestion.claim(b)]);
+      if (ja) (claimed.push(ja.id), na++);
+      if (jb) (claimed.push(jb.id), nb++);
+      if (!ja && !jb) break;
+    }
     assert.equal(claimed.length, 40);
     assert.equal(new Set(claimed).size, 40);
     assert.ok(na > 0 && nb > 0, `both sessions should claim some (got ${na} and ${nb})`);
