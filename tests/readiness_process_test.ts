@@ -3,13 +3,13 @@
  * delivering (a proxy or pooler that drops notifications) makes `/readyz` 503 with the listener
  * `degraded` while everything else is fine, and 200 again once a probe comes back; and every
  * connection says what it is in `application_name` (the names the proxy sees in each startup
- * message), so an operator can tell them apart in `pg_stat_activity`; and the runtime's own notes
- * reach the JSON log, never stderr as text.
+ * message), so an operator can tell them apart in `pg_stat_activity`; and what a dependency writes
+ * to the console reaches the JSON log, never stderr as text.
  */
 import assert from "node:assert/strict";
 import { dbTest, waitFor, within } from "./_db.ts";
 import { startProxy } from "./_proxy.ts";
-import { spawnWorker, TEST_TOKEN } from "./_worker.ts";
+import { spawnWorker } from "./_worker.ts";
 import { listening } from "./_host.ts";
 
 const QUEUES = ["ingestion", "ssg", "user_ingestion", "enrichment"];
@@ -24,7 +24,9 @@ dbTest(
   async (db) => {
     const proxy = startProxy(db.url);
     proxy.dropNotifications(/-listener$/);
-    const worker = spawnWorker(db, { DATABASE_URL: proxy.url, LISTENER_PROBE_MS: "1000" });
+    const worker = spawnWorker(db, { DATABASE_URL: proxy.url, LISTENER_PROBE_MS: "1000" }, [
+      `--preload=${new URL("./fixtures/console_note_preload.ts", import.meta.url).pathname}`,
+    ]);
     try {
       const base = await listening(worker);
       await worker.waitForLog(
@@ -64,22 +66,10 @@ dbTest(
       await waitFor("ready", async () => (await readyz(base)).status === 200, 10_000, 100);
       assert.equal((await readyz(base)).checks.listener, "live");
 
-      // A chunked body (no Content-Length) goes through the body limit, which copies the request
-      // and so reads request.signal: Deno.serve then prints its legacy-abort note. It must reach
-      // the log as a JSON line, not stderr as text (issue 9, item 9).
-      const body = new ReadableStream({
-        start(controller) {
-          controller.enqueue(new TextEncoder().encode(JSON.stringify({ source_path: "none.txt" })));
-          controller.close();
-        },
-      });
-      const res = await fetch(`${base}/internal/ingestion/jobs`, {
-        method: "POST",
-        headers: { authorization: `Bearer ${TEST_TOKEN}`, "content-type": "application/json" },
-        body,
-      });
-      assert.equal(res.status, 400, await res.text());
-      await worker.waitForLog("runtime message", {}, 10_000);
+      // What a dependency writes to the console (tests/fixtures/console_note_preload.ts) reaches
+      // the log as JSON lines, not stderr as text (issue 9, item 9).
+      await worker.waitForLog("runtime message", { note: "a note from a dependency" }, 10_000);
+      await worker.waitForLog("runtime message", { note: "an error from a dependency" }, 10_000);
     } finally {
       worker.child.kill("SIGTERM");
       await within("the worker to exit", worker.exited);
