@@ -232,6 +232,7 @@ const ingestionCtx = await serve(ingestion, (s) => ({
   ...base,
   storageDir: config.storageDir,
   staleAfterMs: s.staleAfterMs,
+  retentionDays: s.retentionDays,
   onEditionSaved: autoPublishSettings.onIngest
     ? (tx, editionId) => autoPublish.createOnIngest(tx, log, editionId)
     : undefined,
