@@ -238,7 +238,10 @@ const ingestionCtx = await serve(ingestion, (s) => ({
   staleAfterMs: s.staleAfterMs,
   retentionDays: s.retentionDays,
   onEditionSaved: autoPublishSettings.onIngest
-    ? (tx, editionId) => autoPublish.createOnIngest(tx, log, editionId)
+    ? {
+      statement: autoPublish.createOnIngest,
+      report: (editionId, created) => autoPublish.reportOnIngest(log, editionId, created),
+    }
     : undefined,
 }));
 const ssgCtx = await serve(ssg, () => ({

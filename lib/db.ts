@@ -145,6 +145,49 @@ export async function transaction<T>(
   return result;
 }
 
+/**
+ * Run one statement on a pooled connection reserved for it, cancelling it when `signal` aborts:
+ * what {@linkcode transaction} does for a transaction, for a statement that is a transaction of
+ * its own (no BEGIN, no COMMIT: one round trip, one commit; issue 11). The cancel is awaited
+ * before the connection goes back to the pool, so it never reaches the connection's next user.
+ *
+ * @param sql the pool.
+ * @param build makes the statement on the reserved connection (postgres.js sends it when awaited).
+ * @param signal optional; aborting it while the statement runs cancels it and rolls it back. A
+ *   statement that had already finished stays committed (there is nothing left to roll back).
+ * @returns the statement's rows.
+ * @throws the database error, or `signal.reason` when the abort came first.
+ * @example
+ * const rows = await runCancellable(sql, (c) => c`update jobs set … returning id`, signal);
+ */
+export async function runCancellable<T>(
+  sql: Sql,
+  build: (sql: Sql) => Promise<T> & { cancel(): unknown },
+  signal?: AbortSignal,
+): Promise<T> {
+  signal?.throwIfAborted();
+  const reserved = await sql.reserve();
+  let cancelling: Promise<unknown> | undefined;
+  try {
+    signal?.throwIfAborted();
+    const query = build(reserved);
+    const onAbort = () => {
+      cancelling = Promise.resolve(query.cancel()).catch(() => {});
+    };
+    signal?.addEventListener("abort", onAbort, { once: true });
+    try {
+      return await query;
+    } catch (err) {
+      throw signal?.aborted ? signal.reason : err;
+    } finally {
+      signal?.removeEventListener("abort", onAbort);
+      await cancelling;
+    }
+  } finally {
+    reserved.release();
+  }
+}
+
 // The same transaction client, recording every query it creates (fragments too: they are never
 // sent, so they never get a `state`). Property reads (json, array, unsafe …) pass through.
 function recordSent(txSql: TxSql, sent: Array<{ state?: { pid?: number | null } }>): TxSql {

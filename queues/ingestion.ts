@@ -32,14 +32,16 @@
  * — can wait for the tick; paying for it before each claim cost two statements per job. ADR-022's
  * "before every claim" is SSG's rule (and SEO's), which keep it.
  *
- * Cost per job (issue 11): the completing transaction saves the edition and claims the next job
- * in one statement ({@linkcode run} with `claimNext`), so a drain costs BEGIN, that statement, the
- * auto-publish insert, COMMIT, and the asset mark after the files are written.
+ * Cost per job (issue 11): one statement saves the edition and its chapters, completes the job,
+ * creates its auto-publish job and claims the next job ({@linkcode run} with `claimNext`); with no
+ * resources to store it is a transaction of its own, so a drain of such books costs that statement
+ * and the asset mark after the files are written: two round trips, two commits per job. A book with
+ * resources (images) adds BEGIN, one insert per 8 MB of them, and COMMIT.
  *
  * @module
  */
 import type { QueueDefaults } from "../lib/config.ts";
-import { type Fragment, type Sql, transaction, type TxSql } from "../lib/db.ts";
+import { type Fragment, runCancellable, type Sql, transaction, type TxSql } from "../lib/db.ts";
 import type { JobEvent } from "../lib/events.ts";
 import {
   type ClaimedJob,
@@ -97,8 +99,23 @@ export interface IngestionContext extends QueueContext {
    * truncated result on cancel instead of throwing, the case ADR-022 says must never be saved.
    */
   readonly extract?: (path: string, signal: AbortSignal) => Promise<ExtractedBook>;
-  /** Runs inside the save's transaction with the saved edition's id (issue 8: auto-publish). */
-  readonly onEditionSaved?: (tx: TxSql, editionId: string) => Promise<void>;
+  /** A part another queue adds to the completing statement (issue 8: auto-publish). */
+  readonly onEditionSaved?: EditionSavedHook;
+}
+
+/**
+ * A part of the completing statement that another queue adds (issue 8: auto-publish creates the
+ * edition's job): it commits with the save or not at all, and costs no round trip (issue 11).
+ */
+export interface EditionSavedHook {
+  /**
+   * @param sql the client the completing statement runs on.
+   * @param editionId the saved edition's id, as a SQL expression (NULL when nothing was saved).
+   * @returns a data-modifying statement; its rows are counted for {@linkcode report}.
+   */
+  statement(sql: Sql | TxSql, editionId: Fragment): Fragment;
+  /** Called once the save committed, with the edition and the statement's row count. */
+  report(editionId: string, rows: number): void;
 }
 
 /** A claimed ingestion job, as the claim wrote it (the fence for every later write). */
@@ -527,6 +544,8 @@ interface Saved {
   asset_version: number | null;
   /** A new edition (nothing of it can be on disk yet), not a re-ingest. */
   created: boolean;
+  /** Rows the {@linkcode EditionSavedHook}'s statement returned. */
+  hooked: number;
   /** The chained claim's job, all null when it claimed none. */
   next_id: string | null;
   next_source_path: string | null;
@@ -543,63 +562,85 @@ async function save(
   signal: AbortSignal,
   claimNext: ClaimNext | undefined,
 ): Promise<IngestionJob | null | undefined> {
-  const next = await transaction(ctx.sql, ctx.log, async (tx) => {
-    const fence = claimNext?.(tx.sql) ?? null;
-    const [saved] = await tx.sql<Saved[]>`${saveStatement(ctx, tx.sql, job, book, fence)}`;
+  const resources = book.resources ?? [];
+  let chained = false;
+  const statement = (sql: Sql | TxSql) => {
+    const fence = claimNext?.(sql) ?? null;
+    chained = fence !== null;
+    return sql<Saved[]>`${saveStatement(ctx, sql, job, book, fence)}`;
+  };
+  // The statement writes nothing unless its fence matched and the edition was saved, so when
+  // either is missing there is nothing to roll back, even where it committed on its own.
+  const check = (saved: Saved): { id: string; assetVersion: number } => {
     if (!saved.fenced) throw new ClaimLostError(`Lost the claim on ingestion job ${job.id}`);
     // ingestion_jobs.edition_id references editions, so the edition cannot vanish under the job.
     if (!saved.edition_id || saved.asset_version === null) {
       throw new Error(`Cannot re-ingest: edition ${job.edition_id} does not exist`);
     }
-    const edition = { id: saved.edition_id, assetVersion: saved.asset_version };
-    await saveResources(tx.sql, edition.id, book.resources);
-    await ctx.onEditionSaved?.(tx.sql, edition.id);
-    const next: IngestionJob | null = saved.next_id === null ? null : {
-      id: saved.next_id,
-      source_path: saved.next_source_path!,
-      edition_id: saved.next_edition_id,
-      attempt_count: saved.next_attempt_count!,
-      claimed_by: saved.next_claimed_by!,
-      runnable_for_s: saved.next_runnable_for_s,
-    };
-    tx.afterCommit(async () => {
-      try {
-        await publishAssets(
-          ctx,
-          edition.id,
-          edition.assetVersion,
-          book.chapters,
-          book.resources ?? [],
-          signal,
-          saved.created,
-        );
-      } catch (err) {
-        // The database holds the chapters: recover() rewrites the assets on the next poll tick.
-        if (!signal.aborted) throw err;
-        ctx.log.info(
-          { queue: name, edition: edition.id },
-          "asset write interrupted; it will be redone",
-        );
-      }
-    });
-    tx.afterCommit(() =>
-      ctx.events.publish({
-        queue: name,
-        id: job.id,
-        transition: "completed",
-        status: "Completed",
-        attempt: job.attempt_count,
-      })
+    return { id: saved.edition_id, assetVersion: saved.asset_version };
+  };
+  let saved: Saved;
+  if (resources.length === 0) {
+    // Nothing else to write: the statement is the transaction (issue 11).
+    [saved] = await runCancellable(ctx.sql, statement, signal);
+    check(saved);
+  } else {
+    saved = await transaction(ctx.sql, ctx.log, async (tx) => {
+      const [row] = await statement(tx.sql);
+      await saveResources(tx.sql, check(row).id, resources);
+      return row;
+    }, signal);
+  }
+  // Committed from here on.
+  const edition = check(saved);
+  ctx.onEditionSaved?.report(edition.id, saved.hooked);
+  try {
+    await publishAssets(
+      ctx,
+      edition.id,
+      edition.assetVersion,
+      book.chapters,
+      resources,
+      signal,
+      saved.created,
     );
-    if (next) tx.afterCommit(() => publishClaimed(ctx, next));
-    return fence ? next : undefined;
-  }, signal);
+  } catch (err) {
+    // The database holds the chapters: recover() rewrites the assets on the next poll tick.
+    if (signal.aborted) {
+      ctx.log.info(
+        { queue: name, edition: edition.id },
+        "asset write interrupted; it will be redone",
+      );
+    } else {
+      ctx.log.error(
+        { queue: name, edition: edition.id, err },
+        "asset write failed; it will be redone",
+      );
+    }
+  }
+  ctx.events.publish({
+    queue: name,
+    id: job.id,
+    transition: "completed",
+    status: "Completed",
+    attempt: job.attempt_count,
+  });
+  const next: IngestionJob | null = saved.next_id === null ? null : {
+    id: saved.next_id,
+    source_path: saved.next_source_path!,
+    edition_id: saved.next_edition_id,
+    attempt_count: saved.next_attempt_count!,
+    claimed_by: saved.next_claimed_by!,
+    runnable_for_s: saved.next_runnable_for_s,
+  };
+  if (next) publishClaimed(ctx, next);
   ctx.log.info({ queue: name, id: job.id, chapters: book.chapters.length }, "job completed");
-  return next;
+  return chained ? next : undefined;
 }
 
-// The completing statement: fence, edition, chapters, `Completed`, and the chained claim, one
-// round trip (issue 11; it was eight statements). Its parts, in the order they take effect:
+// The completing statement: fence, edition, chapters, `Completed`, the hook's part and the
+// chained claim, one round trip (issue 11; it was nine statements in a transaction). Its parts, in
+// the order they take effect:
 // - `job`: the fence. It also row-locks the job, so a concurrent give-back waits and then matches
 //   nothing, instead of un-counting a completed job. Every write below depends on it.
 // - `created` / `updated`: a new edition (asset version 1) or the re-ingested one (version + 1),
@@ -608,22 +649,26 @@ async function save(
 //   book is one statement too). A re-ingest overwrites positions it has, and `tail` deletes the
 //   positions past its end: no row is both deleted and inserted by this one statement, whose
 //   parts all see the same snapshot (a delete-then-insert of one key here would collide).
-// - `stale_resources`: a re-ingest's old resources; the new ones are inserted after this statement.
+// - `stale_resources`: a re-ingest's old resources; new ones are inserted after this statement,
+//   in the same transaction.
 // - `completed`: the job's own row, which names the edition it made.
-// - `next`: the chained claim, only once `completed` matched, never this job itself (the stale
-//   branch of the claim could see it), and under the lock's fence; `false` when not chaining.
+// - `hooked`: the part another queue adds (auto-publish creates the edition's job).
+// - `next`: the chained claim, under the lock's fence (`false` when not chaining), and only once
+//   `completed` matched: the `exists` is evaluated before the claim's scan, so `completed` has
+//   run by then, and the claim's `for update` skips the row this statement updated — the stale
+//   branch can never hand back this very job (tests/cost_test.ts).
 function saveStatement(
   ctx: IngestionContext,
-  sql: TxSql,
+  sql: Sql | TxSql,
   job: IngestionJob,
   book: ExtractedBook,
   fence: Fragment | null,
 ): Fragment {
   const warnings = (book.warnings ?? []).map(({ kind, message }) => ({ kind, message }));
   const editionId = job.edition_id;
-  const chained = fence
-    ? sql`${fence} and id <> ${job.id} and exists (select from completed)`
-    : sql`false`;
+  const chained = fence ? sql`${fence} and exists (select from completed)` : sql`false`;
+  const hook = ctx.onEditionSaved?.statement(sql, sql`(select id from edition)`) ??
+    sql`select where false`;
   return sql`
     with job as (
       select id from ingestion_jobs
@@ -675,9 +720,10 @@ function saveStatement(
       where j.id = (select id from job)
       returning j.id
     ),
+    hooked as (${hook}),
     next as (${claimStatement(ctx, sql, chained)})
     select exists (select from job) as fenced, edition.id as edition_id, edition.asset_version,
-           coalesce(edition.created, false) as created,
+           coalesce(edition.created, false) as created, (select count(*)::int from hooked) as hooked,
            next.id as next_id, next.source_path as next_source_path,
            next.edition_id as next_edition_id, next.attempt_count as next_attempt_count,
            next.claimed_by as next_claimed_by, next.runnable_for_s as next_runnable_for_s
