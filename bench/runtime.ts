@@ -292,19 +292,24 @@ export async function runtimeBench(url: string, options: RuntimeOptions = {}): P
   const root = options.checkout
     ? new URL(`file://${Deno.realPathSync(options.checkout)}/`)
     : new URL("../", import.meta.url);
+  // Two schemas: the no-op queue's, migrated by this checkout (its triggers need sql/009), and the
+  // ingestion's, migrated by the checkout whose main.ts runs there.
+  const noopObs = new Observer(observerUrl.href, `${schema}_noop`);
   const obs = new Observer(observerUrl.href, schema);
-  await obs.sql`create schema ${obs.sql(schema)}`;
-  await migrate(
-    obs.sql,
-    schema,
-    await readMigrations(new URL("sql/", root)),
-    createLogger("silent"),
-  );
-  await noop.createTable(obs.sql);
+  for (const [o, dir] of [[noopObs, new URL("../", import.meta.url)], [obs, root]] as const) {
+    await o.sql`create schema ${o.sql(o.schema)}`;
+    await migrate(
+      o.sql,
+      o.schema,
+      await readMigrations(new URL("sql/", dir)),
+      createLogger("silent"),
+    );
+  }
+  await noop.createTable(noopObs.sql);
   const storage = await Deno.makeTempDir({ prefix: "textstack-bench-rt-" });
   await Deno.writeTextFile(`${storage}/book.txt`, BOOK);
   try {
-    const n = await benchNoop(url, obs, workerRole);
+    const n = await benchNoop(url, noopObs, workerRole);
     const ing = await benchIngestion(
       url,
       obs,
@@ -454,8 +459,10 @@ export async function runtimeBench(url: string, options: RuntimeOptions = {}): P
     }
     return true;
   } finally {
-    await obs.sql`drop schema if exists ${obs.sql(schema)} cascade`;
-    await obs.close();
+    for (const o of [noopObs, obs]) {
+      await o.sql`drop schema if exists ${o.sql(o.schema)} cascade`;
+      await o.close();
+    }
     await Deno.remove(storage, { recursive: true });
   }
 }
