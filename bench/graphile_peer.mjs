@@ -4,9 +4,11 @@
 // book file, insert its chapters as rows, write one file).
 //
 // It talks to the bench in JSON lines on stdout:
-//   {"ready": true, "rssIdle": MiB}            after the runner started and idled PEER_IDLE_MS
-//   {"done": true, "ms": …, "jobs": …, "rssAfter": MiB}  after PEER_JOBS jobs succeeded and it
-//                                               idled PEER_IDLE_MS again; then it stops and exits
+//   {"ready": true, "rssIdle": MiB}  after the runner started and idled PEER_IDLE_MS
+//   {"warmed": true}                 after PEER_WARMUP jobs succeeded and it idled PEER_SETTLE_MS
+//   {"done": true, "ms": …, "jobs": …, "rssAfter": MiB}  after PEER_JOBS more jobs succeeded (ms:
+//                                    their first start to their last success) and it idled
+//                                    PEER_IDLE_MS again; then it stops and exits
 // graphile-worker is loaded from PEER_DIR (where bench/peer.ts installed it with npm), not from
 // this repository: it is a bench dependency only, never the worker's.
 import { createRequire } from "node:module";
@@ -53,18 +55,32 @@ const runner = await run({
 let done = 0;
 let first = 0;
 let last = 0;
-const drained = Promise.withResolvers();
+let marks = [];
+const warmup = Number(env.PEER_WARMUP);
+// Resolves when `done` reaches `target` (Node 20 has no Promise.withResolvers).
+const reach = (target) => new Promise((resolve, reject) => marks.push({ target, resolve, reject }));
 runner.events.on("job:start", () => {
-  if (first === 0) first = performance.now();
+  if (first === 0 && done >= warmup) first = performance.now();
 });
 runner.events.on("job:success", () => {
   last = performance.now();
-  if (++done === jobs) drained.resolve();
+  done++;
+  for (const m of marks) if (done === m.target) m.resolve();
 });
-runner.events.on("job:error", ({ error }) => drained.reject(error));
+runner.events.on("job:error", ({ error }) => {
+  for (const m of marks) m.reject(error);
+  marks = [];
+});
+// Idle RSS after PEER_IDLE_MS, as the worker's is read.
 await sleep(idleMs);
-console.log(JSON.stringify({ ready: true, rssIdle: mib() }));
-await drained.promise;
+const rssIdle = mib();
+console.log(JSON.stringify({ ready: true, rssIdle }));
+// The bench queues the warm-up batch now; once it is done, the runner settles (its counters
+// reported) before the bench's "before" reading and the counted jobs.
+await reach(warmup);
+await sleep(Number(env.PEER_SETTLE_MS));
+console.log(JSON.stringify({ warmed: true }));
+await reach(warmup + jobs);
 await sleep(idleMs);
-console.log(JSON.stringify({ done: true, ms: last - first, jobs: done, rssAfter: mib() }));
+console.log(JSON.stringify({ done: true, ms: last - first, jobs, rssAfter: mib() }));
 await runner.stop();

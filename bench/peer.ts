@@ -17,7 +17,8 @@ const SCRIPT = new URL("./graphile_peer.mjs", import.meta.url).pathname;
 
 /** What one peer drain measured. */
 export interface PeerRun {
-  cost: Cost;
+  /** Only for a counted run. */
+  cost?: Cost;
   jobsPerS: number;
   rssIdle: number;
   rssAfter: number;
@@ -57,13 +58,16 @@ export async function installPeer(): Promise<boolean> {
 }
 
 /**
- * Drain `jobs` graphile-worker jobs of `task` on the bench's schema and count what it cost.
+ * Drain `jobs` graphile-worker jobs of `task` on the bench's schema, as the worker's drains are
+ * measured (bench/runtime.ts): the runner up and idle, a warm-up batch, a settle, then the jobs in
+ * one INSERT; counted by the observer unless `count` is false (the drain rate only).
  *
  * @param url the worker role's URL (graphile-worker connects as it).
  * @param obs the observer, on the bench's schema (which gets `bench_peer_chapters`).
  * @param storage a directory holding `book.txt`; the `ingest` task writes under it.
- * @param idleMs how long the runner idles before the jobs come and after they are done.
- * @throws when the peer fails or a drain takes over 10 minutes.
+ * @param waits `idleMs` before the idle RSS and after the drain; `settleMs` after the warm-up;
+ *   `warmup` jobs.
+ * @throws when the peer fails or a phase takes over 10 minutes.
  */
 export async function runPeer(
   url: string,
@@ -72,14 +76,19 @@ export async function runPeer(
   task: "noop" | "ingest",
   jobs: number,
   storage: string,
-  idleMs: number,
+  waits: { idleMs: number; settleMs: number; warmup: number },
+  count: boolean,
 ): Promise<PeerRun> {
   const schema = `graphile_worker_${crypto.randomUUID().slice(0, 8)}`;
   await obs.query((sql: Sql) =>
     sql`create table if not exists bench_peer_chapters (
           job_id bigint not null, position integer not null, html text not null)`
   );
-  progress(`peer: graphile-worker ${GRAPHILE_VERSION} c1, ${task}, ${jobs} jobs`);
+  progress(
+    `peer: graphile-worker ${GRAPHILE_VERSION} c1, ${task}, ${jobs} jobs${
+      count ? "" : " (rate only)"
+    }`,
+  );
   const child = new Deno.Command("node", {
     args: [SCRIPT],
     env: {
@@ -88,7 +97,9 @@ export async function runPeer(
       PEER_SCHEMA: schema,
       PEER_BENCH_SCHEMA: obs.schema,
       PEER_JOBS: String(jobs),
-      PEER_IDLE_MS: String(idleMs),
+      PEER_WARMUP: String(waits.warmup),
+      PEER_IDLE_MS: String(waits.idleMs),
+      PEER_SETTLE_MS: String(count ? waits.settleMs : 0),
       PEER_STORAGE: storage,
     },
     stdout: "piped",
@@ -112,18 +123,21 @@ export async function runPeer(
       clearTimeout(timer);
     }
   };
+  const add = (n: number) =>
+    obs.query((sql: Sql) =>
+      sql`select ${sql(schema)}.add_job(${task}) from generate_series(1, ${n})`
+    );
   try {
     const ready = await next();
-    const from = await obs.before();
-    await obs.query((sql: Sql) =>
-      sql`select ${sql(schema)}.add_job(${task}) from generate_series(1, ${jobs})`
-    );
+    await add(waits.warmup);
+    await next(); // warmed
+    const from = count ? await obs.before() : undefined;
+    await add(jobs);
     const done = await next();
     const status = await child.status;
     if (!status.success) throw new Error(`The graphile-worker peer exited with ${status.code}`);
-    const cost = await obs.after(from, jobs, workerRole);
     return {
-      cost,
+      cost: from ? await obs.after(from, jobs, workerRole) : undefined,
       jobsPerS: jobs / (done.ms / 1000),
       rssIdle: ready.rssIdle,
       rssAfter: done.rssAfter,

@@ -14,7 +14,8 @@
  * Flags: `--runtime` runs the runtime section only; `--peer` adds graphile-worker beside it (npm,
  * under Node; not part of CI); `--no-scale` skips its 1M-row scale part; `--checkout <dir>`
  * measures another checkout's worker in the runtime section's ingestion and scale parts (before
- * and after on one server).
+ * and after on one server); `--rounds <n>` repeats the drains in interleaved rounds and takes the
+ * median drain ratios (the first round is the counted one).
  *
  * Uses `DATABASE_URL` when set, else a throwaway embedded PostgreSQL started with the runtime
  * section's settings (`pg_stat_statements` preloaded).
@@ -37,6 +38,7 @@ const { values: flags } = parseArgs({
     peer: { type: "boolean", default: false },
     "no-scale": { type: "boolean", default: false },
     checkout: { type: "string" },
+    rounds: { type: "string", default: "1" },
   },
 });
 const LATENCY_JOBS = 50;
@@ -76,6 +78,7 @@ try {
     peer: flags.peer,
     scale: !flags["no-scale"],
     checkout: flags.checkout,
+    rounds: Number(flags.rounds),
   });
 } finally {
   await stopEmbedded();

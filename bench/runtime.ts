@@ -34,7 +34,16 @@ import { QueueLock } from "../lib/lock.ts";
 import { Consumer } from "../lib/consumer.ts";
 import { migrate, readMigrations } from "../lib/migrate.ts";
 import * as noop from "./noop_queue.ts";
-import { OBSERVER, Observer, percentile, printCost, progress, rssMiB, until } from "./_observer.ts";
+import {
+  type Cost,
+  OBSERVER,
+  Observer,
+  percentile,
+  printCost,
+  progress,
+  rssMiB,
+  until,
+} from "./_observer.ts";
 import { printScale, scaleBench } from "./scale.ts";
 import { GRAPHILE_VERSION, installPeer, type PeerRun, runPeer } from "./peer.ts";
 
@@ -54,14 +63,32 @@ export interface RuntimeOptions {
   scale?: boolean;
   /** Measure another checkout's main.ts, migrations and ingestion module in (b) and (c). */
   checkout?: string;
+  /**
+   * Rounds of drains (default 1). The first is counted; each round drains the no-op queue, the
+   * peer's no-op, the ingestion, the peer's comparable work, in that order, and the drain ratios
+   * are the median of the rounds' (the issue's "interleaved rounds": a noisy minute hits both).
+   */
+  rounds?: number;
 }
 
 const NOOP_JOBS = 2000;
 /** Ingestion jobs in (b): the memory target is the RSS once idle after a 2,000-job drain. */
 export const INGESTION_JOBS = 2000;
 const LATENCY_JOBS = 100;
+/**
+ * Jobs drained before the counted drain, by the same worker: each statement's first use on each
+ * pooled connection costs a parse round (an empty commit of its own), and startup costs are not a
+ * job's; the counted drain then shows what each further job costs.
+ */
+export const WARMUP_JOBS = 200;
 /** Idle time before RSS readings, ms. */
 export const IDLE_MS = 5000;
+/**
+ * Idle time of a worker before its drain is counted, ms: an idle backend reports its transaction
+ * counters only after 10 s (PostgreSQL's PGSTAT_IDLE_INTERVAL), and a worker's startup must not
+ * be counted as its drain's.
+ */
+export const SETTLE_MS = 11_000;
 const BOOK = "Bench Book\nby Bench\n\nCHAPTER I\n\nOne.\n\nCHAPTER II\n\nTwo.\n";
 
 interface Row {
@@ -101,6 +128,7 @@ async function startNoopWorker(url: string, schema: string) {
     runTimeoutMs: noop.defaults.timeoutMs,
   });
   const listening = await listenForWakes(listenerSql, `${schema}.${noop.table}`, wake, log);
+  let stopped: Promise<void> | undefined;
   return {
     consumer,
     set onClaim(f: (job: noop.NoopJob | null) => void) {
@@ -109,42 +137,89 @@ async function startNoopWorker(url: string, schema: string) {
     set onComplete(f: (job: noop.NoopJob) => void) {
       onComplete = f;
     },
-    async stop(): Promise<void> {
-      await consumer.stop(performance.now() + 5000);
-      await listening.unlisten();
-      await Promise.all([sql.end({ timeout: 5 }), listenerSql.end({ timeout: 5 })]);
+    // Idempotent: the drain stops it before its reading, and again on the way out of a failure.
+    stop(): Promise<void> {
+      return stopped ??= (async () => {
+        await consumer.stop(performance.now() + 5000);
+        await listening.unlisten();
+        await Promise.all([sql.end({ timeout: 5 }), listenerSql.end({ timeout: 5 })]);
+      })();
     },
   };
 }
 
-async function benchNoop(url: string, obs: Observer, workerRole: string) {
-  // (a) Per-job cost and throughput: the jobs are queued first, then a fresh consumer drains
-  // them, so the figures hold its start (lock, LISTEN) and the final empty claim, amortised.
-  await obs.query((sql) =>
-    sql`insert into bench_noop_jobs (status) select 'Queued' from generate_series(1, ${NOOP_JOBS})`
-  );
-  progress(`no-op drain of ${NOOP_JOBS} jobs`);
-  const from = await obs.before();
+/** One drain's figures; the counts only when the drain was counted. */
+interface Drain {
+  jobsPerS: number;
+  cost?: Cost;
+  backgroundPerS?: number;
+  backgroundPerJob?: number;
+}
+
+// (a) The no-op queue's drain, measured as (b) and the peer are: the consumer is up and idle, a
+// warm-up batch is drained, the worker settles (its counters reported), then the jobs arrive in
+// one INSERT. Uncounted (`count` false): the drain rate only, for the interleaved rounds.
+async function drainNoop(
+  url: string,
+  obs: Observer,
+  workerRole: string,
+  count: boolean,
+): Promise<Drain> {
+  progress(`no-op drain of ${NOOP_JOBS} jobs${count ? "" : " (rate only)"}`);
+  await obs.query((sql) => sql`truncate bench_noop_jobs`);
   const worker = await startNoopWorker(url, obs.schema);
   let completed = 0;
-  const drained = Promise.withResolvers<void>();
+  let target = 0;
+  let idle = Promise.withResolvers<void>();
   worker.onComplete = () => void completed++;
   worker.onClaim = (job) => {
-    if (!job && completed === NOOP_JOBS) drained.resolve();
+    if (!job && completed === target) idle.resolve();
   };
-  worker.consumer.start();
-  const timer = setTimeout(() => drained.reject(new Error("The no-op drain timed out")), 300_000);
-  await drained.promise.finally(() => clearTimeout(timer));
-  await worker.stop();
-  const cost = await obs.after(from, NOOP_JOBS, workerRole);
-  const [{ ms }] = await obs.query((sql) =>
-    sql<{ ms: number }[]>`
-      select extract(epoch from max(finished_at) - min(claimed_at)) * 1000 as ms
-      from bench_noop_jobs`
-  );
-  const jobsPerS = NOOP_JOBS / (Number(ms) / 1000);
+  const batch = async (jobs: number) => {
+    target += jobs;
+    idle = Promise.withResolvers<void>();
+    const timer = setTimeout(() => idle.reject(new Error("The no-op drain timed out")), 300_000);
+    await obs.query((sql) =>
+      sql`insert into bench_noop_jobs (status) select 'Queued' from generate_series(1, ${jobs})`
+    );
+    await idle.promise.finally(() => clearTimeout(timer));
+  };
+  try {
+    worker.consumer.start();
+    await idle.promise;
+    await batch(WARMUP_JOBS);
+    const [{ last }] = await obs.query((sql) =>
+      sql<{ last: string }[]>`select max(id) as last from bench_noop_jobs`
+    );
+    let from, backgroundPerS;
+    if (count) {
+      await obs.before();
+      await sleep(SETTLE_MS);
+      backgroundPerS = (await obs.statements(workerRole)) / (SETTLE_MS / 1000);
+      from = await obs.before();
+    }
+    await batch(NOOP_JOBS);
+    await worker.stop();
+    const cost = from ? await obs.after(from, NOOP_JOBS, workerRole) : undefined;
+    const [{ ms }] = await obs.query((sql) =>
+      sql<{ ms: number }[]>`
+        select extract(epoch from max(finished_at) - min(claimed_at)) * 1000 as ms
+        from bench_noop_jobs where id > ${last}`
+    );
+    const drainS = Number(ms) / 1000;
+    return {
+      jobsPerS: NOOP_JOBS / drainS,
+      cost,
+      backgroundPerS,
+      backgroundPerJob: backgroundPerS && (backgroundPerS * drainS) / NOOP_JOBS,
+    };
+  } finally {
+    await worker.stop();
+  }
+}
 
-  // Wake latency: one job at a time, commit of its INSERT (track_commit_timestamp) → its claim.
+// Wake latency: one job at a time, commit of its INSERT (track_commit_timestamp) → its claim.
+async function wakeLatency(url: string, obs: Observer) {
   progress(`no-op wake latency, ${LATENCY_JOBS} jobs one at a time`);
   await obs.query((sql) => sql`truncate bench_noop_jobs`);
   const latencyWorker = await startNoopWorker(url, obs.schema);
@@ -169,17 +244,27 @@ async function benchNoop(url: string, obs: Observer, workerRole: string) {
                * 1000 as ms
       from bench_noop_jobs where status = 'Completed'`
   )).map((r) => Number(r.ms)).sort((a, b) => a - b);
-  return { cost, jobsPerS, latencies, load };
+  return { latencies, load };
 }
 
-async function benchIngestion(
+/** (b)'s figures: a drain's, and the worker's memory. */
+interface IngestionDrain extends Drain {
+  idleRss: number;
+  drainedRss: number;
+}
+
+// (b) Ingestion by main.ts, spawned: idle RSS after IDLE_MS, a warm-up batch, the settle, the
+// counted drain, the RSS IDLE_MS after it. Uncounted (`count` false): rate and memory only.
+async function drainIngestion(
   url: string,
   obs: Observer,
   workerRole: string,
   storage: string,
   main: string,
-) {
-  progress(`ingestion: ${main} idle ${IDLE_MS / 1000} s, ${INGESTION_JOBS} jobs, idle again`);
+  count: boolean,
+): Promise<IngestionDrain> {
+  progress(`ingestion: ${main}, ${INGESTION_JOBS} jobs${count ? "" : " (rate only)"}`);
+  await obs.query((sql) => sql`truncate ingestion_jobs, auto_publish_jobs, editions cascade`);
   const worker = new Deno.Command(Deno.execPath(), {
     // As the worker is started (deno.json "start", Dockerfile).
     args: ["run", "-A", "--v8-flags=--max-semi-space-size=4", main],
@@ -195,6 +280,22 @@ async function benchIngestion(
     stdout: "null",
     stderr: "inherit",
   }).spawn();
+  let target = 0;
+  const batch = async (jobs: number) => {
+    target += jobs;
+    await obs.query((sql) =>
+      sql`
+        insert into ingestion_jobs (source_path)
+        select 'book.txt' from generate_series(1, ${jobs})`
+    );
+    await until("the ingestion drain", async () => {
+      const [{ n }] = await obs.query((sql) =>
+        sql<{ n: number }[]>`
+          select count(*)::int as n from ingestion_jobs where status in ('Completed', 'Failed')`
+      );
+      return n === target;
+    }, 900_000);
+  };
   try {
     await until("the ingestion consumer's lock", async () => {
       const rows = await obs.query((sql) =>
@@ -202,44 +303,42 @@ async function benchIngestion(
       );
       return rows.length > 0;
     }, 60_000);
-    // What the worker runs by the clock while idle (lock heartbeats, probes, poll ticks).
-    await obs.before();
     await sleep(IDLE_MS);
-    const backgroundPerS = (await obs.statements(workerRole)) / (IDLE_MS / 1000);
     const idleRss = rssMiB(worker.pid);
-    const from = await obs.before();
-    await obs.query((sql) =>
-      sql`
-        insert into ingestion_jobs (source_path)
-        select 'book.txt' from generate_series(1, ${INGESTION_JOBS})`
+    await batch(WARMUP_JOBS);
+    const [{ last }] = await obs.query((sql) =>
+      sql<{ last: string }[]>`select max(id) as last from ingestion_jobs`
     );
-    await until("the ingestion drain", async () => {
-      const [{ n }] = await obs.query((sql) =>
-        sql<{ n: number }[]>`
-          select count(*)::int as n from ingestion_jobs where status in ('Completed', 'Failed')`
-      );
-      return n === INGESTION_JOBS;
-    }, 900_000);
+    let from, backgroundPerS;
+    if (count) {
+      // What the worker runs by the clock while idle (lock heartbeats, probes, poll ticks); and
+      // the wait lets every backend report its counters before the "before" reading.
+      await obs.before();
+      await sleep(SETTLE_MS);
+      backgroundPerS = (await obs.statements(workerRole)) / (SETTLE_MS / 1000);
+      from = await obs.before();
+    }
+    await batch(INGESTION_JOBS);
     const [{ ms, failed }] = await obs.query((sql) =>
       sql<{ ms: number; failed: number }[]>`
         select extract(epoch from max(finished_at) - min(claimed_at)) * 1000 as ms,
                count(*) filter (where status = 'Failed')::int as failed
-        from ingestion_jobs`
+        from ingestion_jobs where id > ${last}`
     );
     if (failed > 0) throw new Error(`${failed} ingestion jobs failed in the bench`);
     await sleep(IDLE_MS);
     const drainedRss = rssMiB(worker.pid);
     worker.kill("SIGTERM");
     await worker.status;
-    const cost = await obs.after(from, INGESTION_JOBS, workerRole);
+    const cost = from ? await obs.after(from, INGESTION_JOBS, workerRole) : undefined;
     const drainS = Number(ms) / 1000;
     return {
-      cost,
       jobsPerS: INGESTION_JOBS / drainS,
+      cost,
+      backgroundPerS,
+      backgroundPerJob: backgroundPerS && (backgroundPerS * drainS) / INGESTION_JOBS,
       idleRss,
       drainedRss,
-      backgroundPerJob: (backgroundPerS * drainS) / INGESTION_JOBS,
-      backgroundPerS,
     };
   } finally {
     try {
@@ -309,98 +408,131 @@ export async function runtimeBench(url: string, options: RuntimeOptions = {}): P
   const storage = await Deno.makeTempDir({ prefix: "textstack-bench-rt-" });
   await Deno.writeTextFile(`${storage}/book.txt`, BOOK);
   try {
-    const n = await benchNoop(url, noopObs, workerRole);
-    const ing = await benchIngestion(
-      url,
-      obs,
-      workerRole,
-      storage,
-      new URL("main.ts", root).pathname,
-    );
-    let peerNoop: PeerRun | undefined;
-    let peerIngest: PeerRun | undefined;
-    if (options.peer && await installPeer()) {
-      peerNoop = await runPeer(url, obs, workerRole, "noop", NOOP_JOBS, storage, IDLE_MS);
-      peerIngest = await runPeer(url, obs, workerRole, "ingest", INGESTION_JOBS, storage, IDLE_MS);
+    const main = new URL("main.ts", root).pathname;
+    const peer = options.peer && await installPeer();
+    const waits = { idleMs: IDLE_MS, settleMs: SETTLE_MS, warmup: WARMUP_JOBS };
+    const rounds: Array<{ n: Drain; pn?: PeerRun; ing: IngestionDrain; pi?: PeerRun }> = [];
+    for (let r = 0; r < Math.max(1, options.rounds ?? 1); r++) {
+      const count = r === 0;
+      const n = await drainNoop(url, noopObs, workerRole, count);
+      const pn = peer
+        ? await runPeer(url, obs, workerRole, "noop", NOOP_JOBS, storage, waits, count)
+        : undefined;
+      const ing = await drainIngestion(url, obs, workerRole, storage, main, count);
+      const pi = peer
+        ? await runPeer(url, obs, workerRole, "ingest", INGESTION_JOBS, storage, waits, count)
+        : undefined;
+      rounds.push({ n, pn, ing, pi });
     }
+    const { n, pn: peerNoop, ing, pi: peerIngest } = rounds[0];
+    const { latencies, load } = await wakeLatency(url, noopObs);
     const scale = options.scale === false
       ? null
       : await scaleBench(url, observerUrl.href, options.checkout);
 
-    printCost("(a) no-op queue, real Consumer in process", n.cost);
+    const background = (perS: number, perJob: number) =>
+      console.log(
+        `  of which by the clock, not by the jobs: ${perS.toFixed(1)} statements/s while idle ` +
+          `(lock heartbeats, listener probe, poll ticks), each its own commit ≈ ` +
+          `${perJob.toFixed(3)} per job at this drain rate`,
+      );
+    printCost("(a) no-op queue, real Consumer in process", n.cost!);
+    background(n.backgroundPerS!, n.backgroundPerJob!);
     printCost(
       `(b) ingestion of a tiny book, ${options.checkout ?? "this checkout"}'s main.ts`,
-      ing.cost,
+      ing.cost!,
     );
-    console.log(
-      `  of which by the clock, not by the jobs: ${ing.backgroundPerS.toFixed(1)} statements/s ` +
-        `while idle (lock heartbeats, listener probe, poll ticks) ≈ ` +
-        `${ing.backgroundPerJob.toFixed(2)} per job at this drain rate`,
-    );
+    background(ing.backgroundPerS!, ing.backgroundPerJob!);
     if (peerNoop && peerIngest) {
-      printCost(`(p1) graphile-worker ${GRAPHILE_VERSION} c1, no-op`, peerNoop.cost);
+      printCost(`(p1) graphile-worker ${GRAPHILE_VERSION} c1, no-op`, peerNoop.cost!);
       printCost(
         `(p2) graphile-worker ${GRAPHILE_VERSION} c1, read the file, insert rows, write a file`,
-        peerIngest.cost,
+        peerIngest.cost!,
       );
     }
+    // Drain rates per round, and the median ratio to the peer.
+    const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+    const rates = (pick: (r: (typeof rounds)[number]) => number) => rounds.map(pick);
+    const noopRates = rates((r) => r.n.jobsPerS);
+    const ingRates = rates((r) => r.ing.jobsPerS);
+    const noopRatio = peer ? median(rounds.map((r) => r.n.jobsPerS / r.pn!.jobsPerS)) : null;
+    const ingRatio = peer ? median(rounds.map((r) => r.ing.jobsPerS / r.pi!.jobsPerS)) : null;
+    console.log(`\ndrain rates, jobs/s, ${rounds.length} round(s):`);
+    const list = (xs: number[]) => xs.map((x) => x.toFixed(0)).join(", ");
+    console.log(
+      `  no-op ${list(noopRates)}${peer ? `; graphile ${list(rates((r) => r.pn!.jobsPerS))}` : ""}`,
+    );
+    console.log(
+      `  ingestion ${list(ingRates)}${
+        peer ? `; graphile ${list(rates((r) => r.pi!.jobsPerS))}` : ""
+      }`,
+    );
+    console.log(
+      `  worker RSS idle / ${IDLE_MS / 1000} s after the drain, MB: ` +
+        rounds.map((r) => `${mb(r.ing.idleRss).toFixed(0)} / ${mb(r.ing.drainedRss).toFixed(0)}`)
+          .join(", "),
+    );
     const scaleVerdict = scale ? printScale(scale) : null;
-    const p50 = percentile(n.latencies, 50);
-    const p99 = percentile(n.latencies, 99);
-    const load = n.load.map((x) => x.toFixed(2)).join(" ");
-    const ratio = (ours: number, peer: PeerRun | undefined) =>
-      peer ? ` = ${(ours / peer.jobsPerS).toFixed(2)}× (${peer.jobsPerS.toFixed(0)}/s)` : "";
+    const p50 = percentile(latencies, 50);
+    const p99 = percentile(latencies, 99);
+    const loadText = load.map((x) => x.toFixed(2)).join(" ");
+    const ratio = (rates: number[], r: number | null) =>
+      `${median(rates).toFixed(0)} jobs/s${r === null ? "" : ` = ${r.toFixed(2)}×`}`;
+    // Gross as counted, and net of what the worker does by the clock meanwhile (measured idle);
+    // the verdict is on the net figure, the cost the jobs themselves add.
+    const both = (gross: number, bg: number) =>
+      `${gross.toFixed(2)} (net ${(gross - bg).toFixed(2)})`;
     const rows: Row[] = [
       {
         metric: "no-op statements / job",
-        value: n.cost.statements.toFixed(2),
+        value: both(n.cost!.statements, n.backgroundPerJob!),
         target: "≤ 2",
-        pass: n.cost.statements <= 2,
+        pass: n.cost!.statements - n.backgroundPerJob! <= 2,
       },
       {
         metric: "no-op commits / job",
-        value: n.cost.commits.toFixed(2),
+        value: both(n.cost!.commits, n.backgroundPerJob!),
         target: "= 1",
-        pass: Math.round(n.cost.commits * 100) === 100,
+        pass: Math.round((n.cost!.commits - n.backgroundPerJob!) * 100) === 100,
       },
       {
         metric: "no-op WAL syncs / job",
-        value: n.cost.walSyncs.toFixed(2),
+        value: n.cost!.walSyncs.toFixed(2),
         target: "(figure)",
         pass: null,
       },
       {
         metric: "no-op drain vs graphile c1 no-op",
-        value: `${n.jobsPerS.toFixed(0)} jobs/s${ratio(n.jobsPerS, peerNoop)}`,
+        value: ratio(noopRates, noopRatio),
         target: "≥ 1.5×",
-        pass: peerNoop ? n.jobsPerS / peerNoop.jobsPerS >= 1.5 : null,
+        pass: noopRatio === null ? null : noopRatio >= 1.5,
       },
       {
         metric: "ingestion statements / job",
-        value: ing.cost.statements.toFixed(2),
+        value: both(ing.cost!.statements, ing.backgroundPerJob!),
         target: "≤ 5",
-        pass: ing.cost.statements <= 5,
+        pass: ing.cost!.statements - ing.backgroundPerJob! <= 5,
       },
       {
         metric: "ingestion commits / job",
-        value: ing.cost.commits.toFixed(2),
+        value: both(ing.cost!.commits, ing.backgroundPerJob!),
         target: "≤ 2",
-        pass: ing.cost.commits <= 2,
+        pass: Math.round((ing.cost!.commits - ing.backgroundPerJob!) * 100) <= 200,
       },
       {
         metric: "ingestion WAL syncs / job",
-        value: ing.cost.walSyncs.toFixed(2),
+        value: ing.cost!.walSyncs.toFixed(2),
         target: "(figure)",
         pass: null,
       },
       {
         metric: "ingestion drain vs graphile comparable",
-        value: `${ing.jobsPerS.toFixed(0)} jobs/s${ratio(ing.jobsPerS, peerIngest)}`,
+        value: ratio(ingRates, ingRatio),
         target: "≥ 1.0×",
-        pass: peerIngest ? ing.jobsPerS / peerIngest.jobsPerS >= 1.0 : null,
+        pass: ingRatio === null ? null : ingRatio >= 1.0,
       },
       {
-        metric: `wake p50 (n=${LATENCY_JOBS}, load ${load})`,
+        metric: `wake p50 (n=${LATENCY_JOBS}, load ${loadText})`,
         value: `${p50.toFixed(2)} ms`,
         target: "≤ 0.5 ms",
         pass: p50 <= 0.5,
