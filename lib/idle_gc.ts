@@ -79,21 +79,20 @@ export function collectWhenIdle(
     collections++;
     gc!();
   };
-  const sub = gc ? events.subscribe(1) : null;
-  void (async () => {
-    if (!sub) return;
-    // One timer per burst, not per event: each event only moves `last`.
-    for await (const _ of sub.channel) {
+  // A synchronous observer, not a subscription: it must see every event and cost the publishing
+  // queue nothing but moving `last` (one timer per burst, not per event).
+  const unobserve = gc
+    ? events.observe(() => {
       last = performance.now();
       if (timer === undefined) arm(quietMs);
-    }
-  })();
+    })
+    : () => {};
   return {
     get collections() {
       return collections;
     },
     close() {
-      sub?.close();
+      unobserve();
       clearTimeout(timer);
       timer = undefined;
     },
