@@ -18,6 +18,7 @@ import type { EmbeddedServer } from "./lib/embedded.ts";
 import { migrate, readMigrations } from "./lib/migrate.ts";
 import { Lifecycle, settlesBy, waitUntilReachable } from "./lib/lifecycle.ts";
 import { EventHub } from "./lib/events.ts";
+import { collectWhenIdle, loadGc } from "./lib/idle_gc.ts";
 import { Wake } from "./lib/wake.ts";
 import { Listener } from "./lib/listener.ts";
 import { QueueLock } from "./lib/lock.ts";
@@ -182,6 +183,9 @@ await Deno.mkdir(config.storageDir, { recursive: true })
   .catch((err) => fatal(`Cannot create STORAGE_DIR "${config.storageDir}"`, err));
 
 const events = new EventHub();
+// After a burst, the drain's garbage is returned once the queues go quiet (issue 11, memory).
+const collector = collectWhenIdle(events, loadGc());
+lifecycle.onStop("drains", "idle gc", () => Promise.resolve(collector.close()));
 const base: QueueContext = { sql, log, bootId, events };
 const listener = new Listener({
   connect: () => connect(url!, { schema, applicationName: "textstack-listener", max: 1 }),
@@ -232,8 +236,12 @@ const ingestionCtx = await serve(ingestion, (s) => ({
   ...base,
   storageDir: config.storageDir,
   staleAfterMs: s.staleAfterMs,
+  retentionDays: s.retentionDays,
   onEditionSaved: autoPublishSettings.onIngest
-    ? (tx, editionId) => autoPublish.createOnIngest(tx, log, editionId)
+    ? {
+      statement: autoPublish.createOnIngest,
+      report: (editionId, created) => autoPublish.reportOnIngest(log, editionId, created),
+    }
     : undefined,
 }));
 const ssgCtx = await serve(ssg, () => ({

@@ -30,12 +30,17 @@ export interface AssetResource {
  * resources the chapters use beside them (`res/…`), which the chapters link to relatively.
  *
  * Files are written into a temporary directory renamed into place, so a crash mid-write never
- * leaves a half-written version under its final name.
+ * leaves a half-written version under its final name. With `inPlace` they are written straight
+ * into the version's directory (one mkdir, no staging, no rename): for a version nothing else was
+ * ever written under, a new edition's first (issue 11). A crash then leaves it partial under its
+ * final name, which is as good as absent: the database says it was never completed
+ * (`editions.assets_version`), and the repair rewrites it with staging.
  *
  * @param chapters `{ html }` per chapter, in order.
  * @param resources the files the chapters use; each `path` must be `res/<name>` with only
  *   `[A-Za-z0-9._-]` in the name (sql/008_edition_fidelity.sql checks the same).
  * @param signal optional; checked between files, so a shutdown need not wait for a huge book.
+ * @param options `inPlace`: see above (default false).
  * @returns the version's directory.
  * @throws RangeError when a resource path is not of that shape (nothing is written outside the
  *   version folder); the file-system error when a write fails; `signal.reason` when it aborts (the
@@ -48,10 +53,11 @@ export async function writeAssets(
   chapters: ReadonlyArray<{ html: string }>,
   resources: ReadonlyArray<AssetResource>,
   signal?: AbortSignal,
+  options: { inPlace?: boolean } = {},
 ): Promise<string> {
   const dir = editionDir(storageDir, editionId);
   const target = join(dir, `v${version}`);
-  const staging = join(dir, `.v${version}-${crypto.randomUUID()}`);
+  const staging = options.inPlace ? target : join(dir, `.v${version}-${crypto.randomUUID()}`);
   await Deno.mkdir(staging, { recursive: true });
   try {
     for (const [i, chapter] of chapters.entries()) {
@@ -71,6 +77,7 @@ export async function writeAssets(
     await Deno.remove(staging, { recursive: true }).catch(() => {});
     throw err;
   }
+  if (options.inPlace) return target;
   await Deno.remove(target, { recursive: true }).catch((err) => {
     if (!(err instanceof Deno.errors.NotFound)) throw err;
   });

@@ -216,6 +216,12 @@ export interface QueueDefaults<
    * `{ staleAfterMs: "the ssg queue has no stale rule: …" }`.
    */
   readonly without?: { readonly staleAfterMs?: string; readonly timeoutMs?: string };
+  /**
+   * Declared only by a queue that can delete its finished jobs (a `prune` verb, issue 11): days a
+   * finished job is kept, null to keep them all. `<PREFIX>_RETENTION_DAYS` is then read; for any
+   * other queue it must be unset.
+   */
+  readonly retentionDays?: number | null;
 }
 
 /** A queue's settings as read from the environment. All durations are in milliseconds. */
@@ -227,11 +233,23 @@ export interface QueueSettings<
   readonly staleAfterMs: Stale;
   /** `<PREFIX>_TIMEOUT_MS`, else the queue's default; null for a queue it does not time. */
   readonly timeoutMs: Timeout;
+  /**
+   * `<PREFIX>_RETENTION_DAYS` (whole days), else the queue's default; null keeps finished jobs
+   * forever, and is all a queue without a retention rule gets.
+   */
+  readonly retentionDays: number | null;
 }
 
+/** Longest retention, in days (100 years): a bigger number is a typo, not a policy. */
+const MAX_RETENTION_DAYS = 36_500;
+const days = z.string().regex(/^\d+$/).transform(Number).pipe(
+  z.number().int().min(1).max(MAX_RETENTION_DAYS),
+);
+
 /**
- * Read one queue's settings: `<PREFIX>_STALE_AFTER_MS` and `<PREFIX>_TIMEOUT_MS`. A setting the
- * queue does not have must be unset: a value there would be ignored, so it stops startup instead.
+ * Read one queue's settings: `<PREFIX>_STALE_AFTER_MS`, `<PREFIX>_TIMEOUT_MS` and, for a queue
+ * with a retention rule, `<PREFIX>_RETENTION_DAYS`. A setting the queue does not have must be
+ * unset: a value there would be ignored, so it stops startup instead.
  *
  * @param env variables by name; an empty string counts as unset.
  * @param defaults the queue module's declaration.
@@ -265,5 +283,14 @@ export function parseQueueSettings<Stale extends number | null, Timeout extends 
   return Object.freeze({
     staleAfterMs: setting("STALE_AFTER_MS", defaults.staleAfterMs, defaults.without?.staleAfterMs),
     timeoutMs: setting("TIMEOUT_MS", defaults.timeoutMs, defaults.without?.timeoutMs),
+    retentionDays: defaults.retentionDays === undefined
+      ? setting("RETENTION_DAYS", null, "the queue deletes no finished jobs")
+      : read(
+        env,
+        `${defaults.envPrefix}_RETENTION_DAYS`,
+        `a positive integer (days) up to ${MAX_RETENTION_DAYS}`,
+        days,
+        defaults.retentionDays,
+      ),
   });
 }

@@ -3,8 +3,11 @@
  *
  * One consumer per queue: it takes the queue's advisory lock (standing by while another process
  * holds it), recovers the queue's orphans (the lock proves their owner is gone), then loops: wait
- * for a wake → recover → claim one job and run it → the end of the job wakes the loop again, so it
- * drains until a claim comes back empty, then arms a timer for the next due job and waits.
+ * for a wake → recover (before every claim, or only at lock acquisition and on the poll tick, as
+ * the queue decides) → claim one job and run it → the end of the job wakes the loop again, so it
+ * drains until a claim comes back empty, then arms a timer for the next due job and waits. A queue
+ * may claim its next job in the transaction that settles the last one (issue 11): the consumer
+ * then runs that job straight away, one commit per job instead of two.
  *
  * Faults (issue 9): a shutdown or a lost lock aborts the running job's signal and gives its claim
  * back, retrying a give-back the database refused until the shutdown deadline; a run that ignores
@@ -18,7 +21,7 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import type { QueueDefaults } from "./config.ts";
 import type { Logger } from "./log.ts";
-import { dbFault, faultDelayMs, type Fragment, type Sql } from "./db.ts";
+import { dbFault, faultDelayMs, type Fragment, type Sql, type TxSql } from "./db.ts";
 import type { QueueLock } from "./lock.ts";
 import { InFlightError, settlesBy } from "./lifecycle.ts";
 import type { Wake } from "./wake.ts";
@@ -46,6 +49,20 @@ export interface QueueStats {
   readonly oldestRunnableAgeS: number | null;
 }
 
+/**
+ * The consumer's leave, passed to {@linkcode Queue.run}, to claim the next job inside the
+ * statement or transaction that completes this one (issue 11).
+ *
+ * @param sql the client the claim runs on (the pool, or the completing transaction).
+ * @returns the queue lock's claim fence to AND into the claim's WHERE (lib/lock.ts), or null:
+ *   claim nothing now (the run was aborted, the consumer is stopping, or a poll tick is due and
+ *   the next claim must wait for the recovery it brings).
+ */
+export type ClaimNext = (sql: Sql | TxSql) => Fragment | null;
+
+/** When a queue's {@linkcode Queue.recover} runs (STYLE.md §4: the queue decides). */
+export type RecoverOn = "claim" | "poll";
+
 /** The least a claimed job carries: its id and the attempt count its claim wrote. */
 export interface ClaimedJob {
   /** bigint id, as a string. */
@@ -61,13 +78,24 @@ export interface ClaimedJob {
  *   Holding the lock proves every row still in flight is orphaned (issue 9): rows claimed by
  *   another boot id follow the queue's crash rule at once (no stale wait); rows claimed by this
  *   boot id were cut off by the lock loss, not a crash, and are given back (attempt not counted).
- * - `recover` runs on every wake before the claims: the queue's rule for stale rows, and any
- *   repair of work whose effects did not finish. It should return promptly once `signal` aborts.
+ * - `recover` is the queue's rule for stale rows, and any repair of work whose effects did not
+ *   finish. When it runs is the queue's `recoverOn`: `"claim"` (the default) before every claim,
+ *   as ADR-022 requires of SSG (any `Running` row seen between jobs is dead); `"poll"` once after
+ *   each lock acquisition and then on every poll tick, so its cost is paid per tick, not per job
+ *   (issue 11: ingestion). It should return promptly once `signal` aborts.
  * - `claim` atomically takes the next job (one statement, SKIP LOCKED) or returns null. It ANDs
  *   `lockHeld` into its WHERE, so a claim without the queue lock takes nothing (issue 9).
  * - `run` does the work and settles the job with fenced writes. Once `signal` aborts for shutdown
  *   or a lost lock it must reject with the signal's reason without settling anything; when the
  *   reason is a run timeout ({@linkcode isRunTimeout}) it settles the job as the queue sees fit.
+ *   It may claim the next job in its completing write with `claimNext` (only when its fenced
+ *   completion matched, and only with the fence `claimNext` gives; null means claim nothing) and
+ *   return it, or null when that claim found nothing; it returns nothing when it did not chain,
+ *   and the consumer then claims in a round of its own. A chained job counts its attempt in the
+ *   same commit as the completion before it: see the README ("Cost per job") for what that means
+ *   when the database crashes between the two.
+ * - `prune` (optional) deletes finished jobs past the queue's retention, in small batches; the
+ *   consumer calls it on the poll tick only, never on the claim path.
  * - `giveBack` returns an aborted job to its queue with a fenced write; false when the claim was
  *   already lost (0 rows), which is logged and never "fixed". It throws the database error.
  * - `abandon` (optional) settles, with a fenced write, a run that ignored its timeout for the
@@ -83,11 +111,18 @@ export interface Queue<J extends ClaimedJob, C extends QueueContext> {
   /** Its settings' env prefix and defaults, read by `parseQueueSettings` (lib/config.ts). */
   readonly defaults: QueueDefaults<number | null>;
   recoverOrphans(ctx: C, signal: AbortSignal): Promise<void>;
+  /** When `recover` runs; `"claim"` when absent. */
+  readonly recoverOn?: RecoverOn;
   recover(ctx: C, signal: AbortSignal): Promise<void>;
   claim(ctx: C, lockHeld?: Fragment): Promise<J | null>;
-  run(ctx: C, job: J, signal: AbortSignal): Promise<void>;
+  /**
+   * @returns the next job when it chained a claim (null: the chained claim found nothing);
+   *   nothing when it did not chain.
+   */
+  run(ctx: C, job: J, signal: AbortSignal, claimNext?: ClaimNext): Promise<J | null | void>;
   giveBack(ctx: C, job: J): Promise<boolean>;
   abandon?(ctx: C, job: J, reason: string): Promise<boolean>;
+  prune?(ctx: C, signal: AbortSignal): Promise<void>;
   /**
    * @returns ms from now (database clock) until the earliest job that is waiting for a future
    *   time becomes due; null when none is.
@@ -144,6 +179,8 @@ interface InFlight<J> {
   givenBack: boolean;
   /** The run finished, or a give-back/abandon wrote (or matched nothing): nothing left to do. */
   settled: boolean;
+  /** What the run returned: the job it chained (null: none left), or undefined (no chain). */
+  next?: J | null;
 }
 
 // An abortable sleep: resolves early, never rejects, when `signal` aborts.
@@ -323,22 +360,53 @@ export class Consumer<J extends ClaimedJob, C extends QueueContext> {
 
   async #serve(active: AbortSignal): Promise<void> {
     const { queue, ctx, wake, lock } = this.#o;
-    const poll = setInterval(() => wake.notify(), this.#o.pollIntervalMs);
+    // The poll tick is a wake, and it brings the recovery of a queue that recovers on the tick;
+    // the first round after taking the lock recovers too (`tick` starts true).
+    let tick = true;
+    const poll = setInterval(() => {
+      tick = true;
+      wake.notify();
+    }, this.#o.pollIntervalMs);
     let due: ReturnType<typeof setTimeout> | undefined;
+    // A job the last run claimed in its completing write (issue 11): run it without a round.
+    let chained: J | null = null;
+    // Leave to chain: only for a queue that recovers on the tick (one that recovers before every
+    // claim, as ADR-022 requires of SSG, must not skip that by chaining); never once the run is
+    // aborted or the consumer stops; not while a tick waits (its recovery runs first, in a round
+    // of its own).
+    const recoversOnTick = queue.recoverOn === "poll";
+    const claimNext = (signal: AbortSignal): ClaimNext => (sql) =>
+      !recoversOnTick || signal.aborted || active.aborted || tick ? null : lock.claimFence(sql);
     wake.notify(); // the first round recovers and drains whatever is already queued
     try {
-      while (await wake.wait(active)) {
+      // A chained job is run even when stopping: it starts aborted and is given back.
+      while (chained || await wake.wait(active)) {
         clearTimeout(due);
         try {
-          await queue.recover(ctx, active);
-          const job = await queue.claim(ctx, lock.claimFence(ctx.sql));
+          let job = chained;
+          chained = null;
+          if (!job) {
+            if (tick || !recoversOnTick) await queue.recover(ctx, active);
+            // Off the claim path: retention runs on the poll tick only.
+            if (tick) await queue.prune?.(ctx, active);
+            tick = false;
+            job = await queue.claim(ctx, lock.claimFence(ctx.sql));
+          }
           this.#errors = 0;
+          let idle = !job;
           if (job) {
-            await this.#runOne(job, active);
-            // The end of a job is a wake: the queue drains until a claim comes back empty, and a
-            // NOTIFY that arrived meanwhile is already coalesced into this one.
-            wake.notify();
-          } else if (queue.nextDueMs) {
+            const next = await this.#runOne(job, active, claimNext);
+            if (next === undefined) {
+              // The end of a job is a wake: the queue drains until a claim comes back empty, and a
+              // NOTIFY that arrived meanwhile is already coalesced into this one.
+              wake.notify();
+            } else if (next) {
+              chained = next;
+            } else {
+              idle = true; // the chained claim came back empty
+            }
+          }
+          if (idle && queue.nextDueMs) {
             // Idle: wake for the next job waiting on its run_after, not at the next poll tick.
             const ms = await queue.nextDueMs(ctx);
             if (ms !== null && ms < this.#o.pollIntervalMs) {
@@ -368,7 +436,13 @@ export class Consumer<J extends ClaimedJob, C extends QueueContext> {
     await pause(delayMs, active);
   }
 
-  async #runOne(job: J, active: AbortSignal): Promise<void> {
+  // Run one job; returns the job its run chained (null: none left), or undefined when it did not
+  // chain, was aborted, or was settled by the consumer.
+  async #runOne(
+    job: J,
+    active: AbortSignal,
+    claimNext: (signal: AbortSignal) => ClaimNext,
+  ): Promise<J | null | undefined> {
     const { queue, ctx } = this.#o;
     const abort = new AbortController();
     const forward = () => abort.abort(active.reason);
@@ -392,7 +466,8 @@ export class Consumer<J extends ClaimedJob, C extends QueueContext> {
     };
     current.done = (async () => {
       try {
-        await queue.run(ctx, job, signal);
+        const next = await queue.run(ctx, job, signal, claimNext(signal));
+        if (next !== undefined) current.next = next;
         current.settled = true;
       } catch (err) {
         if (abort.signal.aborted) await this.#giveBack(current);
@@ -422,7 +497,9 @@ export class Consumer<J extends ClaimedJob, C extends QueueContext> {
         );
         if (abort.signal.aborted || !queue.abandon) await this.#giveBack(current);
         else await this.#abandon(current, describe(signal.reason));
+        return undefined;
       }
+      return current.next;
     } finally {
       clearTimeout(timer);
       clearTimeout(graceTimer);

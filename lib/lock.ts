@@ -138,12 +138,12 @@ export class QueueLock {
    * claim, even before its heartbeat notices. It reads `pg_locks` inside the claim statement: no
    * extra round trip per job.
    *
-   * @param sql the client the claim runs on (the pool).
+   * @param sql the client the claim runs on (the pool, or the transaction it runs in).
    * @returns a postgres.js fragment; false in SQL when the lock is not held (claim nothing).
    * @example
    * await sql`update jobs set … where id = (select …) and ${lock.claimFence(sql)}`;
    */
-  claimFence(sql: postgres.Sql): Fragment {
+  claimFence(sql: postgres.Sql | postgres.TransactionSql): Fragment {
     const pid = this.held ? this.#pid! : -1;
     // pg_locks splits the 64-bit key into classid (high 32 bits) and objid (low 32 bits).
     return sql`exists (

@@ -25,6 +25,8 @@ export const REPAIR_RETRY_MS = 60_000;
  * @param chapters `{ html }` per chapter, in order.
  * @param resources the files the chapters use (see `writeAssets`).
  * @param signal stops the write between files (it is then redone by {@linkcode repairAssets}).
+ * @param fresh a new edition's first version: nothing was ever written under its id, so it is
+ *   written straight into place and there is no other version to delete (issue 11).
  * @throws the file-system error, or `signal.reason`.
  */
 export async function publishAssets(
@@ -34,9 +36,12 @@ export async function publishAssets(
   chapters: ReadonlyArray<{ html: string }>,
   resources: ReadonlyArray<AssetResource>,
   signal: AbortSignal,
+  fresh = false,
 ): Promise<void> {
-  await writeAssets(ctx.storageDir, editionId, version, chapters, resources, signal);
-  await removeOtherAssetVersions(ctx.storageDir, editionId, version);
+  await writeAssets(ctx.storageDir, editionId, version, chapters, resources, signal, {
+    inPlace: fresh,
+  });
+  if (!fresh) await removeOtherAssetVersions(ctx.storageDir, editionId, version);
   // Fenced on the version: a newer ingest of the same edition must not be marked written by this.
   await ctx.sql`
     update editions set assets_version = ${version}

@@ -1,7 +1,8 @@
 /**
  * What the ingestion queue stores about an edition beyond its chapters (issue 10, sql/
- * 008_edition_fidelity.sql): language, page-progression direction, warnings and the resources the
- * chapters use; and the summary of an edition that `GET /internal/ingestion/jobs/:id` returns.
+ * 008_edition_fidelity.sql): the resources the chapters use (language, direction and warnings are
+ * written by the save's own statement); and the summary of an edition that
+ * `GET /internal/ingestion/jobs/:id` returns.
  *
  * @module
  */
@@ -16,26 +17,20 @@ import type { BookWarning, ExtractedBook } from "../books/extract.ts";
 const RESOURCE_BATCH_BYTES = 2 * 1024 * 1024;
 
 /**
- * Store what the chapters alone do not hold, inside the transaction that saves the edition (issue
- * 10): its language, direction and warnings, and its resources, replacing a previous ingest's.
+ * Store an edition's resources inside the transaction that saves it (issue 10); the save's own
+ * statement has already stored its language, direction and warnings and deleted a previous
+ * ingest's resources (queues/ingestion.ts, issue 11: one statement for all of that).
  *
  * @param tx the completing transaction.
  * @param editionId the edition just inserted or updated.
- * @param book the extracted book; absent fields are stored as none (`null`, `[]`).
+ * @param resources the extracted book's resources; none sends no statement.
  * @throws the database error.
  */
-export async function saveEditionFidelity(
+export async function saveResources(
   tx: TxSql,
   editionId: string,
-  book: ExtractedBook,
+  resources: ExtractedBook["resources"] = [],
 ): Promise<void> {
-  await tx`
-    update editions
-    set language = ${book.language ?? null}, direction = ${book.direction ?? null},
-        warnings = ${tx.json((book.warnings ?? []).map(({ kind, message }) => ({ kind, message })))}
-    where id = ${editionId}`;
-  await tx`delete from resources where edition_id = ${editionId}`;
-  const resources = book.resources ?? [];
   for (let i = 0; i < resources.length;) {
     // Batched by size, not count: one 20 MB scan and fifty 4 KB icons are both one book.
     const batch = [];

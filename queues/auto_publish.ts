@@ -37,7 +37,7 @@
  *
  * @module
  */
-import type { Sql, TxSql } from "../lib/db.ts";
+import type { Fragment, Sql, TxSql } from "../lib/db.ts";
 import { transaction } from "../lib/db.ts";
 import { ConfigError, parseQueueSettings, type QueueDefaults } from "../lib/config.ts";
 import type { Logger } from "../lib/log.ts";
@@ -181,20 +181,42 @@ export function parseSettings(
 }
 
 /**
- * Create an edition's job when its ingestion completes, inside the ingestion save's transaction
- * (issue 8; `AUTO_PUBLISH_ON_INGEST`), under the same two refusals as the API: a refusal is logged
- * and the ingestion still commits.
+ * The statement that creates an edition's job when its ingestion completes (issue 8;
+ * `AUTO_PUBLISH_ON_INGEST`), run as a part of the ingestion's completing statement, so it commits
+ * with the edition or not at all, and costs no round trip of its own (issue 11). Same refusals as
+ * the API ({@linkcode create}): no second job while the edition has one `Queued` or `Running` (the
+ * partial unique index), none while its breaker is open. A refusal writes nothing and the
+ * ingestion still commits. The edition exists: the same statement saved it (its own rows are not
+ * visible to this part's reads, hence no existence check here).
  *
- * @param tx the ingestion save's transaction.
- * @param editionId the saved edition (bigint id, as a string).
+ * @param sql the client the completing statement runs on.
+ * @param editionId the saved edition's id as a SQL expression; NULL creates nothing.
+ * @returns a data-modifying statement returning the created job's id (no row when refused).
  */
-export async function createOnIngest(tx: TxSql, log: Logger, editionId: string): Promise<void> {
-  const created = await create(tx, editionId, 0);
-  if (created.outcome === "created") {
-    log.info({ queue: name, id: created.job.id, edition: editionId }, "auto-publish job created");
+export function createOnIngest(sql: Sql | TxSql, editionId: Fragment): Fragment {
+  return sql`
+    insert into auto_publish_jobs (edition_id, priority)
+    select e.id, 0 from (select ${editionId} as id) e
+    where e.id is not null
+      and (select count(*) from auto_publish_jobs
+           where edition_id = e.id and status = 'Failed'
+             and finished_at > now() - ${BREAKER_WINDOW_H} * interval '1 hour')
+          < ${BREAKER_FAILURES}
+    on conflict (edition_id) where status in ('Queued', 'Running') do nothing
+    returning id`;
+}
+
+/**
+ * Log what {@linkcode createOnIngest} did, once the ingestion committed.
+ *
+ * @param created how many jobs it created (0: refused, in flight or breaker open).
+ */
+export function reportOnIngest(log: Logger, editionId: string, created: number): void {
+  if (created > 0) {
+    log.info({ queue: name, edition: editionId }, "auto-publish job created");
   } else {
     log.info(
-      { queue: name, edition: editionId, refused: created.outcome },
+      { queue: name, edition: editionId, refused: "in_flight or breaker" },
       "auto-publish job not created",
     );
   }

@@ -33,14 +33,11 @@ import {
   type QueueContext,
   type QueueStats,
 } from "../lib/consumer.ts";
-import { enrichLocally, htmlToText, type LocalMetadata } from "../enrich/local.ts";
-import {
-  createClient,
-  enrichRemotely,
-  isPermanent,
-  type RemoteMetadata,
-  type RemoteSettings,
-} from "../enrich/remote.ts";
+// The engines are loaded on the first run, not at startup (issue 11, memory): their libraries
+// (franc-min, iso-639-3, stopword, syllable; the openai SDK) hold about 30 MB a worker that never
+// enriches a book has no use for.
+import type { LocalMetadata } from "../enrich/local.ts";
+import type { RemoteMetadata, RemoteSettings } from "../enrich/remote.ts";
 
 /** Queue name used in logs, events and the lock key. */
 export const name = "enrichment";
@@ -65,7 +62,8 @@ export type EnrichmentStatus = "Pending" | "Running" | "Completed" | "Failed";
 
 /** The remote engine, when `ENRICHMENT_API_URL` is set. */
 export interface RemoteEngine {
-  readonly client: OpenAI;
+  /** The SDK client, built (and the SDK loaded) on first use. */
+  client(): Promise<OpenAI>;
   readonly settings: RemoteSettings;
 }
 
@@ -157,7 +155,12 @@ export function readRemoteSettings(
 
 /** The remote engine for these settings, or null (local only). */
 export function remoteEngine(settings: RemoteSettings | null): RemoteEngine | null {
-  return settings ? { client: createClient(settings), settings } : null;
+  if (!settings) return null;
+  let client: Promise<OpenAI> | undefined;
+  return {
+    client: () => client ??= import("../enrich/remote.ts").then((m) => m.createClient(settings)),
+    settings,
+  };
 }
 
 // --- Read, admin retry (the API's statements) ---
@@ -394,16 +397,18 @@ export async function run(
   try {
     const chapters = await ctx.sql<{ html: string }[]>`
       select html from user_chapters where user_book_id = ${job.id} order by position`;
+    const { enrichLocally, htmlToText } = await import("../enrich/local.ts");
     const local = enrichLocally(chapters.map((c) => c.html), signal);
     let metadata: Metadata = { ...local, engine: "local" };
     if (ctx.remote) {
-      const remote = await enrichRemotely(ctx.remote.client, ctx.remote.settings, {
+      const { enrichRemotely } = await import("../enrich/remote.ts");
+      const remote = await enrichRemotely(await ctx.remote.client(), ctx.remote.settings, {
         bookId: job.id,
         attempt: job.attempt_count,
         title: job.title,
         author: job.author,
         language: local.language,
-        text: excerpt(chapters.map((c) => c.html)),
+        text: excerpt(chapters.map((c) => c.html), htmlToText),
       }, signal);
       metadata = { ...local, ...remote, engine: "openai-compatible" };
     }
@@ -422,12 +427,15 @@ export async function run(
       if (!isRunTimeout(signal.reason)) throw signal.reason;
       return await retryLater(ctx, job, signal.reason);
     }
-    if (isPermanent(err)) return await fail(ctx, job, (err as Error).message);
+    // Only the remote engine has permanent faults (a malformed answer, an HTTP 4xx).
+    if (ctx.remote && (await import("../enrich/remote.ts")).isPermanent(err)) {
+      return await fail(ctx, job, (err as Error).message);
+    }
     return await retryLater(ctx, job, err);
   }
 }
 
-function excerpt(chapters: string[]): string {
+function excerpt(chapters: string[], htmlToText: (html: string) => string): string {
   let text = "";
   for (const html of chapters) {
     if (text.length >= EXCERPT_CHARS) break;

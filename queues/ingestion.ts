@@ -15,6 +15,9 @@
  *   another boot id is re-queued with its attempt spent (Failed at the cap); a row of this boot id
  *   (cut off by a lost lock) is given back.
  *
+ * - Completed | Failed → deleted: {@linkcode prune}, once finished longer ago than
+ *   `INGESTION_RETENTION_DAYS` (unset: kept forever), a small batch at a time on the poll tick.
+ *
  * Crash rule: holding the queue lock proves a `Processing` row's consumer is gone, so
  * {@linkcode recoverOrphans} recovers every such row when the consumer takes the lock — after a
  * SIGKILL the successor re-picks the job at once, not after the stale threshold (issue 9, item 3).
@@ -23,20 +26,34 @@
  * {@linkcode recover} fails it at the cap. With the lock held nobody re-picks a running job, so a
  * run may outlive `staleAfterMs`; the run timeout, not the stale rule, bounds one run.
  *
+ * When recovery runs ({@linkcode recoverOn}): at lock acquisition and on the poll tick, not before
+ * every claim (issue 11). The lock holder is the only consumer, its orphans are recovered when it
+ * takes the lock, and what `recover` still finds — a stale row at the cap, an asset write cut short
+ * — can wait for the tick; paying for it before each claim cost two statements per job. ADR-022's
+ * "before every claim" is SSG's rule (and SEO's), which keep it.
+ *
+ * Cost per job (issue 11): one statement saves the edition and its chapters, completes the job,
+ * creates its auto-publish job and claims the next job ({@linkcode run} with `claimNext`); with no
+ * resources to store it is a transaction of its own, so a drain of such books costs that statement
+ * and the asset mark after the files are written: two round trips, two commits per job. A book with
+ * resources (images) adds BEGIN, one insert per 8 MB of them, and COMMIT.
+ *
  * @module
  */
 import type { QueueDefaults } from "../lib/config.ts";
-import { type Fragment, type Sql, transaction, type TxSql } from "../lib/db.ts";
+import { type Fragment, runCancellable, type Sql, transaction, type TxSql } from "../lib/db.ts";
 import type { JobEvent } from "../lib/events.ts";
 import {
   type ClaimedJob,
+  type ClaimNext,
   isRunTimeout,
   type QueueContext,
   type QueueStats,
+  type RecoverOn,
 } from "../lib/consumer.ts";
 import { extractBook, type ExtractedBook, UnreadableBookError } from "../books/extract.ts";
 import { publishAssets, REPAIR_BUDGET_MS, repairAssets } from "./_ingestion_assets.ts";
-import { saveEditionFidelity } from "./_ingestion_fidelity.ts";
+import { saveResources } from "./_ingestion_fidelity.ts";
 import { resolveSourceFile } from "../books/source_path.ts";
 import { resolve as resolvePath } from "node:path";
 
@@ -53,11 +70,18 @@ export const defaults: QueueDefaults = {
   envPrefix: "INGESTION",
   staleAfterMs: 600_000,
   timeoutMs: 900_000,
+  retentionDays: null,
 };
+/** {@linkcode recover} runs at lock acquisition and on the poll tick (see the module comment). */
+export const recoverOn: RecoverOn = "poll";
 /** Attempts before a job is `Failed` for good (ADR-022: "3, then Failed"). */
 export const MAX_ATTEMPTS = 3;
 /** Delay before a transient failure is retried, in ms, per attempt already made. */
 export const RETRY_DELAY_MS = 5000;
+/** Finished jobs deleted per statement by {@linkcode prune}. */
+export const PRUNE_BATCH = 500;
+/** Longest one poll tick spends pruning, in ms; the rest waits for the next tick. */
+export const PRUNE_BUDGET_MS = 250;
 
 /** Statuses of `ingestion_jobs.status`. */
 export type IngestionStatus = "Queued" | "Processing" | "Completed" | "Failed";
@@ -68,13 +92,30 @@ export interface IngestionContext extends QueueContext {
   readonly storageDir: string;
   /** A Processing row claimed longer ago than this (ms) is stale. */
   readonly staleAfterMs: number;
+  /** Days a finished job is kept before {@linkcode prune} deletes it; null or absent: forever. */
+  readonly retentionDays?: number | null;
   /**
    * Reads a book file; `extractBook` when unset. A test sets an extractor that returns a
    * truncated result on cancel instead of throwing, the case ADR-022 says must never be saved.
    */
   readonly extract?: (path: string, signal: AbortSignal) => Promise<ExtractedBook>;
-  /** Runs inside the save's transaction with the saved edition's id (issue 8: auto-publish). */
-  readonly onEditionSaved?: (tx: TxSql, editionId: string) => Promise<void>;
+  /** A part another queue adds to the completing statement (issue 8: auto-publish). */
+  readonly onEditionSaved?: EditionSavedHook;
+}
+
+/**
+ * A part of the completing statement that another queue adds (issue 8: auto-publish creates the
+ * edition's job): it commits with the save or not at all, and costs no round trip (issue 11).
+ */
+export interface EditionSavedHook {
+  /**
+   * @param sql the client the completing statement runs on.
+   * @param editionId the saved edition's id, as a SQL expression (NULL when nothing was saved).
+   * @returns a data-modifying statement; its rows are counted for {@linkcode report}.
+   */
+  statement(sql: Sql | TxSql, editionId: Fragment): Fragment;
+  /** Called once the save committed, with the edition and the statement's row count. */
+  report(editionId: string, rows: number): void;
 }
 
 /** A claimed ingestion job, as the claim wrote it (the fence for every later write). */
@@ -189,8 +230,9 @@ export async function stats(sql: Sql): Promise<QueueStats> {
 
 /**
  * Fail stale rows at the attempts cap, and rewrite chapter assets whose post-commit write was cut
- * short. Runs on every wake; partial indexes keep both cheap. Below the cap a stale row is not
- * touched here: {@linkcode claim} takes it again.
+ * short. Runs at lock acquisition and on the poll tick ({@linkcode recoverOn}); partial indexes
+ * keep both independent of the backlog (`ingestion_jobs_processing`, `editions_assets_behind`).
+ * Below the cap a stale row is not touched here: {@linkcode claim} takes it again.
  *
  * @param signal stops an asset repair between files (shutdown).
  */
@@ -298,9 +340,7 @@ export async function nextDueMs(ctx: IngestionContext): Promise<number | null> {
 
 /**
  * Claim the oldest runnable job: `Queued` and due, or `Processing` but stale and under the cap.
- * One statement, so the claim and the counted attempt commit together. The scalar
- * `id = (select … for update skip locked limit 1)` takes exactly one row: `id in (select …)` may
- * be re-run per row by the planner and claim several (STYLE.md §3).
+ * One statement, so the claim and the counted attempt commit together.
  *
  * @param lockHeld the queue lock's claim fence (lib/lock.ts): without the lock, nothing is claimed.
  *   Omitted only by tests that call the verb directly.
@@ -310,13 +350,26 @@ export async function claim(
   ctx: IngestionContext,
   lockHeld?: Fragment,
 ): Promise<IngestionJob | null> {
-  const [job] = await ctx.sql<IngestionJob[]>`
+  const [job] = await ctx.sql<IngestionJob[]>`${
+    claimStatement(ctx, ctx.sql, lockHeld ?? ctx.sql`true`)
+  }`;
+  if (!job) return null;
+  publishClaimed(ctx, job);
+  return job;
+}
+
+// The claim, as a statement of its own ({@linkcode claim}) or as the last part of the completing
+// statement ({@linkcode run}, chained). The scalar `id = (select … for update skip locked limit 1)`
+// takes exactly one row: `id in (select …)` may be re-run per row by the planner and claim several
+// (STYLE.md §3). `where` holds the lock's fence, and what else a chained claim requires.
+function claimStatement(ctx: IngestionContext, sql: Sql | TxSql, where: Fragment): Fragment {
+  return sql`
     update ingestion_jobs
     set status = 'Processing', attempt_count = attempt_count + 1, claimed_by = ${ctx.bootId},
         claimed_at = now(), updated_at = now()
     where id = (
       select id from ingestion_jobs
-      where ${lockHeld ?? ctx.sql`true`}
+      where ${where}
         and ((status = 'Queued' and run_after <= now())
           or (status = 'Processing'
               and claimed_at < now() - ${ctx.staleAfterMs} * interval '1 millisecond'
@@ -332,7 +385,9 @@ export async function claim(
       select extract(epoch from now() - greatest(o.run_after, o.updated_at))::float8
       from ingestion_jobs o where o.id = ingestion_jobs.id and o.status = 'Queued'
     ) as runnable_for_s`;
-  if (!job) return null;
+}
+
+function publishClaimed(ctx: IngestionContext, job: IngestionJob): void {
   ctx.events.publish({
     queue: name,
     id: job.id,
@@ -341,7 +396,42 @@ export async function claim(
     attempt: job.attempt_count,
     runnableForS: job.runnable_for_s,
   });
-  return job;
+}
+
+/**
+ * Delete finished jobs (`Completed`, `Failed`) whose `finished_at` is more than
+ * `INGESTION_RETENTION_DAYS` ago, {@linkcode PRUNE_BATCH} rows per statement, for at most
+ * {@linkcode PRUNE_BUDGET_MS}; the rest waits for the next tick (issue 11). The consumer calls it
+ * on the poll tick, never before a claim. A `Failed` job past the retention goes too: its admin
+ * retry with it. Does nothing when no retention is set.
+ *
+ * @param signal stops between batches (shutdown, a lost lock).
+ * @throws the database error (the round backs off and the next tick tries again).
+ */
+export async function prune(ctx: IngestionContext, signal: AbortSignal): Promise<void> {
+  const days = ctx.retentionDays;
+  if (!days) return;
+  const until = performance.now() + PRUNE_BUDGET_MS;
+  let deleted = 0;
+  while (!signal.aborted) {
+    // The outer conditions repeat the inner ones: a row an admin retried after the inner read is
+    // re-checked on its new version and kept.
+    const { count } = await ctx.sql`
+      delete from ingestion_jobs
+      where id = any(array(
+          select id from ingestion_jobs
+          where status in ('Completed', 'Failed')
+            and finished_at < now() - ${days} * interval '1 day'
+          order by finished_at
+          limit ${PRUNE_BATCH}))
+        and status in ('Completed', 'Failed')
+        and finished_at < now() - ${days} * interval '1 day'`;
+    deleted += count;
+    if (count < PRUNE_BATCH || performance.now() > until) break;
+  }
+  if (deleted > 0) {
+    ctx.log.info({ queue: name, deleted, retentionDays: days }, "finished jobs pruned");
+  }
 }
 
 /**
@@ -396,15 +486,27 @@ export async function abandon(
  * one fenced transaction; after it commits, write the chapter assets and delete the previous
  * version's. An unreadable file is `Failed` at once; any other fault is retried under the cap.
  *
+ * With `claimNext` (the consumer's leave, issue 11) the statement that completes the job also
+ * claims the next one, so the drain pays one commit per job, not two: the next job's attempt is
+ * counted in the same commit as this job's completion. If the database crashes before that commit,
+ * both roll back (this job stays `Processing` and is given back when the lock is taken again,
+ * attempt not counted, as before); if it crashes after, both stand — this job `Completed`, the next
+ * one `Processing` under this boot id — and the next lock acquisition gives the next one back,
+ * attempt not counted, exactly as it does a claim whose reply was lost (README "Cost per job").
+ *
  * @param signal aborted on shutdown or a lost lock: the run then rejects with its reason and
  *   saves nothing (the consumer gives the claim back).
+ * @param claimNext see above; absent (tests) or answering null: nothing is chained.
+ * @returns the job the completing statement claimed, or null when it found none; nothing when it
+ *   did not chain (no leave, or the job did not complete).
  * @throws the signal's reason when aborted; {@linkcode ClaimLostError} never escapes (logged).
  */
 export async function run(
   ctx: IngestionContext,
   job: IngestionJob,
   signal: AbortSignal,
-): Promise<void> {
+  claimNext?: ClaimNext,
+): Promise<IngestionJob | null | void> {
   try {
     const book = await (ctx.extract ?? extractBook)(
       await resolveSourceFile(ctx.storageDir, job.source_path),
@@ -413,7 +515,7 @@ export async function run(
     // An extractor may return a truncated result on cancel instead of throwing (ADR-022, the PDF
     // extractor): never save what a cancelled run produced.
     signal.throwIfAborted();
-    await save(ctx, job, book, signal);
+    return await save(ctx, job, book, signal, claimNext);
   } catch (err) {
     if (err instanceof ClaimLostError) {
       ctx.log.warn({ queue: name, id: job.id }, "completion matched no row: the claim was lost");
@@ -440,81 +542,201 @@ export async function run(
   }
 }
 
+/** What the completing statement answers: the fence, the saved edition, the chained job. */
+interface Saved {
+  /** The fence matched (the job was still this run's claim). */
+  fenced: boolean;
+  /** The saved edition; null only when the fence missed or a re-ingested edition is gone. */
+  edition_id: string | null;
+  asset_version: number | null;
+  /** A new edition (nothing of it can be on disk yet), not a re-ingest. */
+  created: boolean;
+  /** Rows the {@linkcode EditionSavedHook}'s statement returned. */
+  hooked: number;
+  /** The chained claim's job, all null when it claimed none. */
+  next_id: string | null;
+  next_source_path: string | null;
+  next_edition_id: string | null;
+  next_attempt_count: number | null;
+  next_claimed_by: string | null;
+  next_runnable_for_s: number | null;
+}
+
 async function save(
   ctx: IngestionContext,
   job: IngestionJob,
   book: ExtractedBook,
   signal: AbortSignal,
-): Promise<void> {
-  await transaction(ctx.sql, ctx.log, async (tx) => {
-    // The fence first: it also row-locks the job, so a concurrent give-back waits and then
-    // matches nothing, instead of un-counting a completed job.
-    const fenced = await tx.sql`
-      update ingestion_jobs
-      set status = 'Completed', error = null, claimed_by = null, finished_at = now(),
-          updated_at = now()
-      where id = ${job.id} and status = 'Processing' and attempt_count = ${job.attempt_count}
-        and claimed_by = ${job.claimed_by}`;
-    if (fenced.count === 0) throw new ClaimLostError(`Lost the claim on ingestion job ${job.id}`);
-    const [edition] = job.edition_id
-      ? await tx.sql<{ id: string; asset_version: number }[]>`
-          update editions
-          set title = ${book.title}, author = ${book.author}, format = ${book.format},
-              asset_version = asset_version + 1, updated_at = now()
-          where id = ${job.edition_id}
-          returning id, asset_version`
-      : await tx.sql<{ id: string; asset_version: number }[]>`
-          insert into editions (title, author, format, asset_version)
-          values (${book.title}, ${book.author}, ${book.format}, 1)
-          returning id, asset_version`;
+  claimNext: ClaimNext | undefined,
+): Promise<IngestionJob | null | undefined> {
+  const resources = book.resources ?? [];
+  let chained = false;
+  const statement = (sql: Sql | TxSql) => {
+    const fence = claimNext?.(sql) ?? null;
+    chained = fence !== null;
+    return sql<Saved[]>`${saveStatement(ctx, sql, job, book, fence)}`;
+  };
+  // The statement writes nothing unless its fence matched and the edition was saved, so when
+  // either is missing there is nothing to roll back, even where it committed on its own.
+  const check = (saved: Saved): { id: string; assetVersion: number } => {
+    if (!saved.fenced) throw new ClaimLostError(`Lost the claim on ingestion job ${job.id}`);
     // ingestion_jobs.edition_id references editions, so the edition cannot vanish under the job.
-    if (!edition) throw new Error(`Cannot re-ingest: edition ${job.edition_id} does not exist`);
-    await tx.sql`delete from chapters where edition_id = ${edition.id}`;
-    const rows = book.chapters.map((c, i) => ({
-      edition_id: edition.id,
-      position: i + 1,
-      title: c.title,
-      html: c.html,
-    }));
-    for (let i = 0; i < rows.length; i += 500) {
-      await tx.sql`insert into chapters ${tx.sql(rows.slice(i, i + 500))}`;
+    if (!saved.edition_id || saved.asset_version === null) {
+      throw new Error(`Cannot re-ingest: edition ${job.edition_id} does not exist`);
     }
-    await saveEditionFidelity(tx.sql, edition.id, book);
-    if (!job.edition_id) {
-      await tx.sql`update ingestion_jobs set edition_id = ${edition.id} where id = ${job.id}`;
-    }
-    await ctx.onEditionSaved?.(tx.sql, edition.id);
-    tx.afterCommit(async () => {
-      try {
-        const resources = book.resources ?? [];
-        await publishAssets(
-          ctx,
-          edition.id,
-          edition.asset_version,
-          book.chapters,
-          resources,
-          signal,
-        );
-      } catch (err) {
-        // The database holds the chapters: recover() rewrites the assets on the next wake.
-        if (!signal.aborted) throw err;
-        ctx.log.info(
-          { queue: name, edition: edition.id },
-          "asset write interrupted; it will be redone",
-        );
-      }
-    });
-    tx.afterCommit(() =>
-      ctx.events.publish({
-        queue: name,
-        id: job.id,
-        transition: "completed",
-        status: "Completed",
-        attempt: job.attempt_count,
-      })
+    return { id: saved.edition_id, assetVersion: saved.asset_version };
+  };
+  let saved: Saved;
+  if (resources.length === 0) {
+    // Nothing else to write: the statement is the transaction (issue 11).
+    [saved] = await runCancellable(ctx.sql, statement, signal);
+    check(saved);
+  } else {
+    saved = await transaction(ctx.sql, ctx.log, async (tx) => {
+      const [row] = await statement(tx.sql);
+      await saveResources(tx.sql, check(row).id, resources);
+      return row;
+    }, signal);
+  }
+  // Committed from here on.
+  const edition = check(saved);
+  ctx.onEditionSaved?.report(edition.id, saved.hooked);
+  try {
+    await publishAssets(
+      ctx,
+      edition.id,
+      edition.assetVersion,
+      book.chapters,
+      resources,
+      signal,
+      saved.created,
     );
-  }, signal);
+  } catch (err) {
+    // The database holds the chapters: recover() rewrites the assets on the next poll tick.
+    if (signal.aborted) {
+      ctx.log.info(
+        { queue: name, edition: edition.id },
+        "asset write interrupted; it will be redone",
+      );
+    } else {
+      ctx.log.error(
+        { queue: name, edition: edition.id, err },
+        "asset write failed; it will be redone",
+      );
+    }
+  }
+  ctx.events.publish({
+    queue: name,
+    id: job.id,
+    transition: "completed",
+    status: "Completed",
+    attempt: job.attempt_count,
+  });
+  const next: IngestionJob | null = saved.next_id === null ? null : {
+    id: saved.next_id,
+    source_path: saved.next_source_path!,
+    edition_id: saved.next_edition_id,
+    attempt_count: saved.next_attempt_count!,
+    claimed_by: saved.next_claimed_by!,
+    runnable_for_s: saved.next_runnable_for_s,
+  };
+  if (next) publishClaimed(ctx, next);
   ctx.log.info({ queue: name, id: job.id, chapters: book.chapters.length }, "job completed");
+  return chained ? next : undefined;
+}
+
+// The completing statement: fence, edition, chapters, `Completed`, the hook's part and the
+// chained claim, one round trip (issue 11; it was nine statements in a transaction). Its parts, in
+// the order they take effect:
+// - `job`: the fence. It also row-locks the job, so a concurrent give-back waits and then matches
+//   nothing, instead of un-counting a completed job. Every write below depends on it.
+// - `created` / `updated`: a new edition (asset version 1) or the re-ingested one (version + 1),
+//   with what the chapters alone do not hold (issue 10: language, direction, warnings).
+// - `chapters`: one row per chapter from two arrays (no per-row parameters, so a 2,000-chapter
+//   book is one statement too). A re-ingest overwrites positions it has, and `tail` deletes the
+//   positions past its end: no row is both deleted and inserted by this one statement, whose
+//   parts all see the same snapshot (a delete-then-insert of one key here would collide).
+// - `stale_resources`: a re-ingest's old resources; new ones are inserted after this statement,
+//   in the same transaction.
+// - `completed`: the job's own row, which names the edition it made.
+// - `hooked`: the part another queue adds (auto-publish creates the edition's job).
+// - `next`: the chained claim, under the lock's fence (`false` when not chaining), and only once
+//   `completed` matched: the `exists` is evaluated before the claim's scan, so `completed` has
+//   run by then, and the claim's `for update` skips the row this statement updated — the stale
+//   branch can never hand back this very job (tests/cost_test.ts).
+function saveStatement(
+  ctx: IngestionContext,
+  sql: Sql | TxSql,
+  job: IngestionJob,
+  book: ExtractedBook,
+  fence: Fragment | null,
+): Fragment {
+  const warnings = (book.warnings ?? []).map(({ kind, message }) => ({ kind, message }));
+  const editionId = job.edition_id;
+  const chained = fence ? sql`${fence} and exists (select from completed)` : sql`false`;
+  const hook = ctx.onEditionSaved?.statement(sql, sql`(select id from edition)`) ??
+    sql`select where false`;
+  return sql`
+    with job as (
+      select id from ingestion_jobs
+      where id = ${job.id} and status = 'Processing' and attempt_count = ${job.attempt_count}
+        and claimed_by = ${job.claimed_by}
+      for update
+    ),
+    created as (
+      insert into editions (title, author, format, language, direction, warnings, asset_version)
+      select ${book.title}, ${book.author}, ${book.format}, ${book.language ?? null},
+             ${book.direction ?? null}, ${sql.json(warnings)}, 1
+      from job where ${editionId}::bigint is null
+      returning id, asset_version
+    ),
+    updated as (
+      update editions
+      set title = ${book.title}, author = ${book.author}, format = ${book.format},
+          language = ${book.language ?? null}, direction = ${book.direction ?? null},
+          warnings = ${sql.json(warnings)}, asset_version = asset_version + 1, updated_at = now()
+      where id = ${editionId}::bigint and exists (select from job)
+      returning id, asset_version
+    ),
+    edition as (
+      select id, asset_version, true as created from created
+      union all
+      select id, asset_version, false from updated
+    ),
+    chapters as (
+      insert into chapters (edition_id, position, title, html)
+      select edition.id, c.position::int, c.title, c.html
+      from edition,
+        unnest(${sql.array(book.chapters.map((c) => c.title))}::text[],
+               ${sql.array(book.chapters.map((c) => c.html))}::text[])
+          with ordinality as c(title, html, position)
+      on conflict (edition_id, position) do update set title = excluded.title, html = excluded.html
+    ),
+    tail as (
+      delete from chapters
+      where edition_id = (select id from updated) and position > ${book.chapters.length}
+    ),
+    stale_resources as (
+      delete from resources where edition_id = (select id from updated)
+    ),
+    completed as (
+      update ingestion_jobs j
+      set status = 'Completed', error = null, claimed_by = null, finished_at = now(),
+          updated_at = now(), edition_id = edition.id
+      from edition
+      where j.id = (select id from job)
+      returning j.id
+    ),
+    hooked as (${hook}),
+    next as (${claimStatement(ctx, sql, chained)})
+    select exists (select from job) as fenced, edition.id as edition_id, edition.asset_version,
+           coalesce(edition.created, false) as created, (select count(*)::int from hooked) as hooked,
+           next.id as next_id, next.source_path as next_source_path,
+           next.edition_id as next_edition_id, next.attempt_count as next_attempt_count,
+           next.claimed_by as next_claimed_by, next.runnable_for_s as next_runnable_for_s
+    from (select) as one
+      left join edition on true
+      left join next on true`;
 }
 
 type TxFragment = ReturnType<TxSql>;

@@ -37,7 +37,8 @@ import {
   type QueueContext,
   type QueueStats,
 } from "../lib/consumer.ts";
-import { renderSite } from "../site/render.ts";
+// The renderer (htmlparser2, dom-serializer, Hono's JSX: about 6 MB) is loaded by the first
+// render, not at startup (issue 11, memory).
 import { buildsDir, finishBuild, pruneBuilds, startBuild, switchLive } from "../site/builds.ts";
 import { siteSource } from "./_ssg_site.ts";
 
@@ -377,6 +378,7 @@ export async function run(ctx: SsgContext, job: SsgJob, signal: AbortSignal): Pr
   let unfinished: string | undefined;
   try {
     unfinished = await startBuild(ctx.siteDir);
+    const { renderSite } = await import("../site/render.ts");
     const summary = await renderSite({
       dir: unfinished,
       siteUrl: ctx.siteUrl,

@@ -260,13 +260,15 @@ dbTest("GET /auto-publish/jobs lists by status, newest first, in pages", async (
 });
 
 dbTest(
-  "an ingestion that completes creates the edition's auto-publish job in its transaction",
+  "an ingestion that completes creates the edition's auto-publish job in its completing statement",
   async (db) => {
     const ctx = await ingestionContext(db);
     const withHook = {
       ...ctx,
-      onEditionSaved: (tx: import("../lib/db.ts").TxSql, id: string) =>
-        autoPublish.createOnIngest(tx, ctx.log, id),
+      onEditionSaved: {
+        statement: autoPublish.createOnIngest,
+        report: (id: string, created: number) => autoPublish.reportOnIngest(ctx.log, id, created),
+      },
     };
     await writeSource(ctx.storageDir, "book.txt", SMALL_BOOK);
     const id = await insertJob(db, "book.txt");
@@ -287,6 +289,24 @@ dbTest(
       "Completed",
     );
     assert.equal((await db.sql`select count(*)::int as n from auto_publish_jobs`)[0].n, 1);
+    // The breaker: five failures in the window, nothing in flight — refused too.
+    await db.sql`update auto_publish_jobs set status = 'Failed', finished_at = now()`;
+    await db.sql`
+      insert into auto_publish_jobs (edition_id, status, finished_at)
+      select ${ing.edition_id}, 'Failed', now() from generate_series(1, 4)`;
+    await db
+      .sql`insert into ingestion_jobs (source_path, edition_id) values ('book.txt', ${ing.edition_id})`;
+    await ingestion.run(withHook, (await ingestion.claim(withHook))!, new AbortController().signal);
+    assert.equal((await db.sql`select count(*)::int as n from auto_publish_jobs`)[0].n, 5);
+    // Once one failure leaves the window, the next ingestion creates the job.
+    await db.sql`
+      update auto_publish_jobs set finished_at = now() - interval '25 hours'
+      where id = (select min(id) from auto_publish_jobs)`;
+    await db
+      .sql`insert into ingestion_jobs (source_path, edition_id) values ('book.txt', ${ing.edition_id})`;
+    await ingestion.run(withHook, (await ingestion.claim(withHook))!, new AbortController().signal);
+    const queued = await db.sql`select edition_id from auto_publish_jobs where status = 'Queued'`;
+    assert.deepEqual(queued.map((r) => r.edition_id), [ing.edition_id]);
   },
 );
 

@@ -59,12 +59,16 @@ Deno.test("parseConfig() accepts good values and treats an empty string as unset
 
 Deno.test("parseQueueSettings() reads <QUEUE>_STALE_AFTER_MS and <QUEUE>_TIMEOUT_MS over the queue's defaults", () => {
   const defaults = parseQueueSettings({}, ingestion.defaults);
-  assert.deepEqual({ ...defaults }, { staleAfterMs: 600_000, timeoutMs: 900_000 });
+  assert.deepEqual({ ...defaults }, {
+    staleAfterMs: 600_000,
+    timeoutMs: 900_000,
+    retentionDays: null,
+  });
   const set = parseQueueSettings(
     { INGESTION_STALE_AFTER_MS: "1000", INGESTION_TIMEOUT_MS: "2000" },
     ingestion.defaults,
   );
-  assert.deepEqual({ ...set }, { staleAfterMs: 1000, timeoutMs: 2000 });
+  assert.deepEqual({ ...set }, { staleAfterMs: 1000, timeoutMs: 2000, retentionDays: null });
   assert.throws(
     () => parseQueueSettings({ INGESTION_TIMEOUT_MS: "soon" }, ingestion.defaults),
     (err: unknown) =>
@@ -92,7 +96,7 @@ Deno.test("parseConfig() reads SITE_DIR and SITE_URL, adding the trailing slash"
 
 Deno.test("parseQueueSettings() refuses a setting the queue does not have, saying why", () => {
   const settings = parseQueueSettings({ SSG_TIMEOUT_MS: "1234" }, ssg.defaults);
-  assert.deepEqual({ ...settings }, { staleAfterMs: null, timeoutMs: 1234 });
+  assert.deepEqual({ ...settings }, { staleAfterMs: null, timeoutMs: 1234, retentionDays: null });
   assert.equal(parseQueueSettings({ SSG_STALE_AFTER_MS: "" }, ssg.defaults).staleAfterMs, null);
   assert.equal(parseQueueSettings({}, seo.defaults).timeoutMs, null);
   const cases: Array<
@@ -102,6 +106,7 @@ Deno.test("parseQueueSettings() refuses a setting the queue does not have, sayin
     [{ SEO_TIMEOUT_MS: "60000" }, seo.defaults, "bounds its own run"],
     [{ AUTO_PUBLISH_STALE_AFTER_MS: "1" }, autoPublish.defaults, "no stale rule"],
     [{ AUTO_PUBLISH_TIMEOUT_MS: "1" }, autoPublish.defaults, "PUBLISH_COMMAND"],
+    [{ SSG_RETENTION_DAYS: "30" }, ssg.defaults, "deletes no finished jobs"],
   ];
   for (const [env, defaults, why] of cases) {
     const [name, value] = Object.entries(env)[0];
@@ -165,4 +170,24 @@ Deno.test("every setting is checked whenever it is set, its feature on or off", 
   for (const host of ["127.0.0.1", "0.0.0.0", "::", "::1", "localhost", "worker.internal"]) {
     assert.equal(parseConfig({ HOST: host }).host, host);
   }
+});
+
+Deno.test("parseQueueSettings() reads <QUEUE>_RETENTION_DAYS for a queue with a retention rule only", () => {
+  assert.equal(
+    parseQueueSettings({ INGESTION_RETENTION_DAYS: "30" }, ingestion.defaults).retentionDays,
+    30,
+  );
+  for (const bad of ["0", "-1", "1.5", "soon", "36501"]) {
+    assert.throws(
+      () => parseQueueSettings({ INGESTION_RETENTION_DAYS: bad }, ingestion.defaults),
+      (err: unknown) =>
+        err instanceof ConfigError &&
+        err.message ===
+          `Cannot parse INGESTION_RETENTION_DAYS: expected a positive integer (days) up to 36500, ` +
+            `received ${JSON.stringify(bad)}`,
+      bad,
+    );
+  }
+  // SSG declares no retention rule: its variable must be unset (the test above).
+  assert.equal(parseQueueSettings({}, ssg.defaults).retentionDays, null);
 });

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { transaction } from "../lib/db.ts";
+import { runCancellable, transaction } from "../lib/db.ts";
 import { createLogger } from "../lib/log.ts";
 import { dbTest, waitFor, within } from "./_db.ts";
 
@@ -85,6 +85,59 @@ dbTest(
       });
     }
     assert.equal(cancelled, 0);
+  },
+);
+
+dbTest(
+  "runCancellable() aborted while its statement runs cancels it and rejects with the abort reason",
+  async (db) => {
+    const abort = new AbortController();
+    const reason = new Error("Shutting down");
+    const running = runCancellable(db.sql, (sql) => sql`select pg_sleep(30)`, abort.signal);
+    await waitFor("the statement to run", async () => {
+      const rows = await db.sql`
+        select 1 from pg_stat_activity
+        where application_name = ${db.applicationName} and state = 'active'
+          and query like 'select pg_sleep(30)%'`;
+      return rows.length > 0;
+    });
+    const t0 = performance.now();
+    abort.abort(reason);
+    await assert.rejects(
+      within("the cancelled statement", running, 10_000),
+      (err) => err === reason,
+    );
+    assert.ok(performance.now() - t0 < 1000, `took ${performance.now() - t0} ms`);
+    // Already aborted: nothing is sent.
+    await assert.rejects(
+      runCancellable(db.sql, (sql) => sql`select 1`, abort.signal),
+      (err) => err === reason,
+    );
+  },
+);
+
+dbTest(
+  "runCancellable() commits a statement that finished, and its cancel never reaches the next user",
+  async (db) => {
+    await db.sql`create table counted (n integer)`;
+    let cancelled = 0;
+    for (let i = 0; i < 30; i++) {
+      const abort = new AbortController();
+      const rows = await runCancellable(
+        db.sql,
+        (sql) => sql`insert into counted values (${i}) returning n`,
+        abort.signal,
+      );
+      abort.abort(new Error("Shutting down")); // after the statement: nothing left to cancel
+      assert.equal(rows[0].n, i);
+      await db.sql`select pg_sleep(0.01)`.catch((err) => {
+        if (err.code === "57014") cancelled++;
+        else throw err;
+      });
+    }
+    assert.equal(cancelled, 0);
+    const [{ count }] = await db.sql`select count(*)::int from counted`;
+    assert.equal(count, 30);
   },
 );
 
