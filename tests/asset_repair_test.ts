@@ -130,6 +130,12 @@ dbTest(
         20_000,
       );
       assert.ok(failures.length >= 1, "the repair did fail (and said so)");
+      // A completed job's assets are written after its commit, then marked: wait for the mark.
+      await waitFor(
+        "only the refused edition still lagging",
+        async () => JSON.stringify(await behind(db)) === JSON.stringify([stuck]),
+        10_000,
+      );
       assert.deepEqual(await behind(db), [stuck], "only the refused edition still lags");
     } finally {
       await running.stop();
