@@ -4,7 +4,7 @@
  *
  * @module
  */
-import { createLogger } from "../lib/log.ts";
+import { createLogger, type Logger } from "../lib/log.ts";
 import { EventHub, type SequencedEvent } from "../lib/events.ts";
 import { connect, type Sql } from "../lib/db.ts";
 import { Consumer, type Queue } from "../lib/consumer.ts";
@@ -188,4 +188,25 @@ export async function holdEditionsLock(db: TestDb): Promise<HeldLock> {
       await holder.end({ timeout: 1 });
     },
   };
+}
+
+/**
+ * A logger that also pushes the object of every info/warn/error line whose message is `msg` into
+ * `into`, its children (the consumer logs through `log.child({ queue })`) included.
+ */
+export function spyLog(log: Logger, msg: string, into: unknown[]): Logger {
+  const spy = Object.create(log) as Logger;
+  for (const level of ["info", "warn", "error"] as const) {
+    const write = log[level].bind(log) as (obj: unknown, msg?: string) => void;
+    Object.defineProperty(spy, level, {
+      value: (obj: unknown, message?: string) => {
+        if (message === msg) into.push(obj);
+        write(obj, message);
+      },
+    });
+  }
+  Object.defineProperty(spy, "child", {
+    value: (bindings: Record<string, unknown>) => spyLog(log.child(bindings), msg, into),
+  });
+  return spy;
 }

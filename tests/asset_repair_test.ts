@@ -6,7 +6,6 @@
  */
 import assert from "node:assert/strict";
 import { connect } from "../lib/db.ts";
-import type { Logger } from "../lib/log.ts";
 import * as ingestion from "../queues/ingestion.ts";
 import { REPAIR_BUDGET_MS } from "../queues/_ingestion_assets.ts";
 import { dbTest, type TestDb, waitFor, within } from "./_db.ts";
@@ -15,6 +14,7 @@ import {
   insertJob,
   jobRow,
   SMALL_BOOK,
+  spyLog,
   startConsumer,
   writeSource,
 } from "./_ingestion.ts";
@@ -29,21 +29,6 @@ async function laggingEditions(db: TestDb, count: number): Promise<string[]> {
     ids.push(id);
   }
   return ids;
-}
-
-/** `log`, also pushing the fields of every line logged with `msg` (at any level) to `into`. */
-function spyLog(log: Logger, msg: string, into: unknown[]): Logger {
-  const spy = Object.create(log) as Logger;
-  for (const level of ["info", "warn", "error"] as const) {
-    const write = log[level].bind(log) as (obj: unknown, msg?: string) => void;
-    Object.defineProperty(spy, level, {
-      value: (obj: unknown, message?: string) => {
-        if (message === msg) into.push(obj);
-        write(obj, message);
-      },
-    });
-  }
-  return spy;
 }
 
 async function behind(db: TestDb): Promise<string[]> {

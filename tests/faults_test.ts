@@ -17,6 +17,7 @@ import {
   jobRow,
   recordEvents,
   SMALL_BOOK,
+  spyLog,
   startConsumer,
   writeSource,
 } from "./_ingestion.ts";
@@ -148,7 +149,14 @@ dbTest(
   async (db) => {
     const proxy = startProxy(db.url);
     const pool = connect(proxy.url, { schema: db.schema, applicationName: "t-pool", max: 2 });
-    const ctx = { ...(await ingestionContext(db)), sql: pool };
+    const called = await ingestionContext(db);
+    // A run that did stop, with a slow give-back, is not a run that ignored its abort.
+    const stuck: unknown[] = [];
+    const ctx = {
+      ...called,
+      sql: pool,
+      log: spyLog(called.log, "job ignored its abort signal; settling it", stuck),
+    };
     const fifo = `${ctx.storageDir}/slow.txt`;
     await mkfifo(fifo);
     const id = await insertJob(db, "slow.txt");
@@ -157,7 +165,8 @@ dbTest(
       ...ingestion,
       giveBack: (c, job) => (attempts++, ingestion.giveBack(c, job)),
     };
-    const running = await startConsumer(db, ctx, { queue });
+    // A short grace: the give-back outlasts it, and must still not count as a stuck run.
+    const running = await startConsumer(db, ctx, { queue, abortGraceMs: 300 });
     try {
       await waitFor("the job claimed", async () => (await jobRow(db, id)).status === "Processing");
       proxy.cut(); // the database goes away under the running job
@@ -173,6 +182,7 @@ dbTest(
         ["Queued", 0],
         "given back, attempt not counted",
       );
+      assert.deepEqual(stuck, [], "the run stopped: only its give-back was slow");
     } finally {
       await releaseFifo(fifo);
       await pool.end({ timeout: 1 });
