@@ -6,9 +6,14 @@
  * after a drain. Everything the worker's role ran in between is the worker's; the observer counts
  * its own transactions and takes them off.
  *
- * Backends report their transaction and I/O counters when they exit (or after up to 10 s idle),
- * so every worker session must be closed before the "after" reading; `pg_stat_statements` counts
- * at once. One correction: postgres.js sends a transaction's COMMIT as a prepared statement, and
+ * Backends report their transaction and I/O counters when they exit, after 10 s idle, or at most
+ * 60 s late, so every worker session must be closed before the "after" reading;
+ * `pg_stat_statements` counts at once. That lag skews a window: a session busy at least every 10 s
+ * (a lock heartbeat each second) holds the commits of statements it ran before the "before"
+ * reading until it exits, inside the window (measured: a session querying each second for 11 s,
+ * then read and closed 0.5 s later, showed 13 commits and 2 statements in that window). The
+ * runtime section therefore also counts a control window, the same protocol with no jobs, and
+ * takes it off ({@linkcode Cost.totals}). One correction: postgres.js sends a transaction's COMMIT as a prepared statement, and
  * `pg_stat_statements` counts a reused prepared COMMIT only the first time (checked on PostgreSQL
  * 18: 10 `sql.begin` transactions showed 10 BEGINs and 1 COMMIT), so each BEGIN without a counted
  * COMMIT or ROLLBACK is added as one statement: a statement here is a round trip.
@@ -26,11 +31,27 @@ export interface Counters {
   commits: number;
   walWrites: number;
   walSyncs: number;
+  /** Total WAL sync time, ms (0 unless `track_wal_io_timing` is on). */
+  walSyncTimeMs: number;
 }
 
-/** What a drain cost, per job. */
+/** Raw counts of one window, before dividing by the jobs. */
+export interface Totals {
+  statements: number;
+  commits: number;
+  walWrites: number;
+  walSyncs: number;
+  /** Server execution time of the worker role's statements, ms (`total_exec_time`). */
+  execMs: number;
+}
+
+/** What a drain cost, per job (a window of 0 jobs, a control, gives its totals per 1). */
 export interface Cost {
   jobs: number;
+  /** The window's raw counts. */
+  totals: Totals;
+  /** Server execution time per job, ms. */
+  execMs: number;
   /** Round trips: pg_stat_statements' calls plus the COMMITs it did not count (see above). */
   statements: number;
   /** Of which COMMITs pg_stat_statements did not count. */
@@ -38,8 +59,10 @@ export interface Cost {
   commits: number;
   walWrites: number;
   walSyncs: number;
-  /** The worker role's statements, most called first. */
-  top: { calls: number; query: string }[];
+  /** The worker role's statements, most called first, with their mean execution time (ms). */
+  top: { calls: number; meanMs: number; query: string }[];
+  /** Mean WAL sync time over the window, ms (`track_wal_io_timing`; null when it is off). */
+  walSyncMs: number | null;
 }
 
 /** A progress line on stderr, so a slow phase on a loaded machine is visible. */
@@ -135,26 +158,43 @@ export class Observer {
       // An exited backend's counters are flushed at exit; a short pause covers the last one.
       await sleep(200);
       const to = await read(once);
-      const [{ n, uncounted }] = await once<{ n: number; uncounted: number }[]>`
+      const [{ n, uncounted, execMs }] = await once<
+        { n: number; uncounted: number; execMs: number }[]
+      >`
         select coalesce(sum(calls), 0)::int as n,
                greatest(0, coalesce(sum(calls) filter (where query ilike 'begin%'), 0)
                  - coalesce(sum(calls) filter (where query ilike any(array['commit%', 'rollback%'])), 0)
-               )::int as uncounted
+               )::int as uncounted,
+               coalesce(sum(total_exec_time), 0)::float8 as "execMs"
         from public.pg_stat_statements
         where toplevel and userid = (select oid from pg_roles where rolname = ${workerRole})`;
-      const top = await once<{ calls: number; query: string }[]>`
-        select calls::int, regexp_replace(query, '\\s+', ' ', 'g') as query
+      const top = await once<{ calls: number; meanMs: number; query: string }[]>`
+        select calls::int, mean_exec_time::float8 as "meanMs",
+               regexp_replace(query, '\\s+', ' ', 'g') as query
         from public.pg_stat_statements
         where toplevel and userid = (select oid from pg_roles where rolname = ${workerRole})
         order by calls desc limit 16`;
+      const totals: Totals = {
+        statements: n + uncounted,
+        // The observer's own transactions (its reads and the enqueue) are not the worker's.
+        commits: to.commits - from.commits - this.commits,
+        walWrites: to.walWrites - from.walWrites,
+        walSyncs: to.walSyncs - from.walSyncs,
+        execMs,
+      };
+      const per = Math.max(1, jobs);
       return {
         jobs,
-        statements: (n + uncounted) / jobs,
-        uncountedCommits: uncounted / jobs,
-        // The observer's own transactions (its reads and the enqueue) are not the worker's.
-        commits: (to.commits - from.commits - this.commits) / jobs,
-        walWrites: (to.walWrites - from.walWrites) / jobs,
-        walSyncs: (to.walSyncs - from.walSyncs) / jobs,
+        totals,
+        execMs: execMs / per,
+        statements: totals.statements / per,
+        uncountedCommits: uncounted / per,
+        commits: totals.commits / per,
+        walWrites: totals.walWrites / per,
+        walSyncs: totals.walSyncs / per,
+        walSyncMs: totals.walSyncs > 0 && to.walSyncTimeMs > 0
+          ? (to.walSyncTimeMs - from.walSyncTimeMs) / totals.walSyncs
+          : null,
         top,
       };
     } finally {
@@ -172,15 +212,20 @@ export class Observer {
 }
 
 async function read(sql: Sql): Promise<Counters> {
-  const [row] = await sql<{ commits: string; writes: string; syncs: string }[]>`
+  const [row] = await sql<
+    { commits: string; writes: string; syncs: string; syncTime: number }[]
+  >`
     select (select xact_commit from pg_stat_database where datname = current_database())
              as commits,
            (select coalesce(sum(writes), 0) from pg_stat_io where object = 'wal') as writes,
-           (select coalesce(sum(fsyncs), 0) from pg_stat_io where object = 'wal') as syncs`;
+           (select coalesce(sum(fsyncs), 0) from pg_stat_io where object = 'wal') as syncs,
+           (select coalesce(sum(fsync_time), 0)::float8 from pg_stat_io where object = 'wal')
+             as "syncTime"`;
   return {
     commits: Number(row.commits),
     walWrites: Number(row.writes),
     walSyncs: Number(row.syncs),
+    walSyncTimeMs: Number(row.syncTime),
   };
 }
 
@@ -190,10 +235,15 @@ export function printCost(title: string, cost: Cost): void {
   console.log(
     `  statements ${cost.statements.toFixed(2)} (of which uncounted COMMITs ` +
       `${cost.uncountedCommits.toFixed(2)}), commits ${cost.commits.toFixed(2)}, ` +
-      `WAL writes ${cost.walWrites.toFixed(2)}, WAL syncs ${cost.walSyncs.toFixed(2)}`,
+      `WAL writes ${cost.walWrites.toFixed(2)}, WAL syncs ${cost.walSyncs.toFixed(2)}` +
+      `${cost.walSyncMs === null ? "" : ` (${cost.walSyncMs.toFixed(3)} ms each)`}, ` +
+      `server execution ${cost.execMs.toFixed(3)} ms`,
   );
-  console.log("  top statements by calls (per job · query):");
-  for (const { calls, query } of cost.top) {
-    console.log(`    ${(calls / cost.jobs).toFixed(3).padStart(7)} · ${query.slice(0, 150)}`);
+  console.log("  top statements by calls (per job · mean execution ms · query):");
+  for (const { calls, meanMs, query } of cost.top) {
+    console.log(
+      `    ${(calls / cost.jobs).toFixed(3).padStart(7)} · ${meanMs.toFixed(3).padStart(6)} · ` +
+        query.slice(0, 130),
+    );
   }
 }

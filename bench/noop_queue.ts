@@ -32,6 +32,8 @@ export const recoverOn: RecoverOn = "poll";
 export interface NoopContext extends QueueContext {
   /** Called with every claim's result (null: the queue was empty). */
   onClaim(job: NoopJob | null): void;
+  /** Called as a claim of its own (not a chained one) is handed to the driver. */
+  onClaimSent?(): void;
   /** Called once a job's fenced completion has committed; `settled` false when the fence missed. */
   onComplete(job: NoopJob, settled: boolean): void;
 }
@@ -95,6 +97,7 @@ export function recoverOrphans(_ctx: NoopContext, _signal: AbortSignal): Promise
  * @returns the claimed job, or null when nothing is queued.
  */
 export async function claim(ctx: NoopContext, lockHeld?: Fragment): Promise<NoopJob | null> {
+  ctx.onClaimSent?.();
   const [job] = await ctx.sql<NoopJob[]>`${claimStatement(ctx, lockHeld ?? ctx.sql`true`)}`;
   ctx.onClaim(job ?? null);
   return job ?? null;
