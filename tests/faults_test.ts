@@ -300,6 +300,21 @@ dbTest(
       );
       assert.equal(await ingestion.claim(ctx, stale), null);
       assert.equal((await jobRow(db, id)).status, "Queued");
+      // Nor once a standby holds the queue's lock: the fence is this session's, not "someone's".
+      const standby = new QueueLock({
+        url: db.url,
+        schema: db.schema,
+        queue: "ingestion",
+        log: ctx.log,
+        heartbeatMs: 60_000,
+      });
+      try {
+        assert.equal(await standby.tryAcquire(), true);
+        assert.equal(await ingestion.claim(ctx, stale), null);
+        assert.equal((await jobRow(db, id)).status, "Queued");
+      } finally {
+        await standby.release();
+      }
       // And a fresh lock lets the same claim through, once the lock has seen its session close
       // (until then it still counts itself held, with the dead session's pid).
       await waitFor("the lock lost", () => lock.lost.aborted);
