@@ -185,7 +185,9 @@ await Deno.mkdir(config.storageDir, { recursive: true })
 const events = new EventHub();
 // After a burst, the drain's garbage is returned once the queues go quiet (issue 11, memory).
 const collector = collectWhenIdle(events, loadGc());
-lifecycle.onStop("drains", "idle gc", () => Promise.resolve(collector.close()));
+// Closed as shutdown begins, not in a phase: a full GC stops the world for tens of ms (hundreds
+// under load), and a shutdown's budget belongs to the give-backs.
+lifecycle.stopping.addEventListener("abort", () => collector.close(), { once: true });
 const base: QueueContext = { sql, log, bootId, events };
 const listener = new Listener({
   connect: () => connect(url!, { schema, applicationName: "textstack-listener", max: 1 }),
@@ -224,7 +226,9 @@ async function serve<J extends ClaimedJob, C extends QueueContext, S extends num
     recycle: () => recyclePool(sql),
   });
   consumers.push([queue.name, consumer]);
-  lifecycle.onStop("consumers", queue.name, (deadline) => consumer.stop(deadline));
+  // A little inside the phase's deadline: a give-back still waiting at the deadline must surface
+  // as "jobs left in flight" (exit 3), not lose the race with the phase's timer (exit 1).
+  lifecycle.onStop("consumers", queue.name, (deadline) => consumer.stop(deadline - 25));
   await listener.listen(`${schema}.${queue.table}`, wake)
     .catch((err) => fatal(`Cannot listen on channel "${schema}.${queue.table}"`, err));
   starts.push(() => consumer.start());
