@@ -280,13 +280,15 @@ dbTest(
   async (db) => {
     const ctx = await ingestionContext(db);
     const id = await insertJob(db, "a.txt");
-    const lock = new QueueLock({
-      url: db.url,
-      schema: db.schema,
-      queue: "ingestion",
-      log: ctx.log,
-      heartbeatMs: 60_000,
-    });
+    const newLock = () =>
+      new QueueLock({
+        url: db.url,
+        schema: db.schema,
+        queue: "ingestion",
+        log: ctx.log,
+        heartbeatMs: 60_000,
+      });
+    const lock = newLock();
     try {
       assert.equal(await lock.tryAcquire(), true);
       const fence = () => lock.claimFence(db.sql);
@@ -301,13 +303,7 @@ dbTest(
       assert.equal(await ingestion.claim(ctx, stale), null);
       assert.equal((await jobRow(db, id)).status, "Queued");
       // Nor once a standby holds the queue's lock: the fence is this session's, not "someone's".
-      const standby = new QueueLock({
-        url: db.url,
-        schema: db.schema,
-        queue: "ingestion",
-        log: ctx.log,
-        heartbeatMs: 60_000,
-      });
+      const standby = newLock();
       try {
         assert.equal(await standby.tryAcquire(), true);
         assert.equal(await ingestion.claim(ctx, stale), null);
