@@ -25,7 +25,7 @@
  */
 import type OpenAI from "openai";
 import { ConfigError, type QueueDefaults } from "../lib/config.ts";
-import { type Sql, transaction, type TxSql } from "../lib/db.ts";
+import { type Fragment, type Sql, transaction, type TxSql } from "../lib/db.ts";
 import type { JobEvent } from "../lib/events.ts";
 import {
   type ClaimedJob,
@@ -324,9 +324,14 @@ function pick(row: { status: EnrichmentStatus; attempt_count: number }) {
  * row 3), the scalar `id = (select … for update skip locked limit 1)` taking exactly one row
  * (STYLE.md §3). Counts the attempt and stamps this boot's id.
  *
+ * @param lockHeld the queue lock's claim fence (lib/lock.ts): without the lock, nothing is claimed.
+ *   Omitted only by tests that call the verb directly.
  * @returns the claimed book, or null when none is Pending.
  */
-export async function claim(ctx: EnrichmentContext): Promise<EnrichmentJob | null> {
+export async function claim(
+  ctx: EnrichmentContext,
+  lockHeld?: Fragment,
+): Promise<EnrichmentJob | null> {
   const [row] = await ctx.sql<(EnrichmentJob & { runnable_for_s: number | null })[]>`
     update user_books
     set metadata_enrichment_status = 'Running',
@@ -335,7 +340,7 @@ export async function claim(ctx: EnrichmentContext): Promise<EnrichmentJob | nul
         metadata_enrichment_started_at = now(), updated_at = now()
     where id = (
       select id from user_books
-      where metadata_enrichment_status = 'Pending'
+      where ${lockHeld ?? ctx.sql`true`} and metadata_enrichment_status = 'Pending'
         and metadata_enrichment_attempt_count < ${MAX_ATTEMPTS}
       order by id
       for update skip locked
@@ -444,7 +449,7 @@ function excerpt(chapters: string[], htmlToText: (html: string) => string): stri
   return text.slice(0, EXCERPT_CHARS);
 }
 
-type Fragment = ReturnType<TxSql>;
+type TxFragment = ReturnType<TxSql>;
 
 // Every write that settles a claimed book goes through here. It matches the row as this run
 // claimed it (Running, this attempt, this boot); 0 rows means the claim was lost: log it, change
@@ -452,7 +457,7 @@ type Fragment = ReturnType<TxSql>;
 async function settle(
   ctx: EnrichmentContext,
   job: EnrichmentJob,
-  changes: (sql: TxSql) => Fragment,
+  changes: (sql: TxSql) => TxFragment,
   event: Pick<JobEvent, "transition" | "status" | "attempt" | "error">,
 ): Promise<boolean> {
   return await transaction(ctx.sql, ctx.log, async (tx) => {

@@ -30,7 +30,7 @@
  * @module
  */
 import type { QueueDefaults } from "../lib/config.ts";
-import { type Sql, transaction, type TxSql } from "../lib/db.ts";
+import { type Fragment, type Sql, transaction, type TxSql } from "../lib/db.ts";
 import {
   type ClaimedJob,
   isRunTimeout,
@@ -277,16 +277,18 @@ export async function recoverOrphans(ctx: SsgContext, _signal: AbortSignal): Pro
  * row with SKIP LOCKED, so the claim and its counted attempt commit together and exactly one row
  * is taken (STYLE.md §3), plus the `claimed_by` fence every queue has.
  *
+ * @param lockHeld the queue lock's claim fence (lib/lock.ts): without the lock, nothing is claimed.
+ *   Omitted only by tests that call the verb directly.
  * @returns the claimed job, or null when none is queued.
  */
-export async function claim(ctx: SsgContext): Promise<SsgJob | null> {
+export async function claim(ctx: SsgContext, lockHeld?: Fragment): Promise<SsgJob | null> {
   const [row] = await ctx.sql<(SsgJob & { runnable_for_s: number | null })[]>`
     update ssg_rebuild_jobs
     set status = 'Running', started_at = now(), attempt_count = attempt_count + 1,
         claimed_by = ${ctx.bootId}, finished_at = null, updated_at = now()
     where id = (
       select id from ssg_rebuild_jobs
-      where status = 'Queued'
+      where ${lockHeld ?? ctx.sql`true`} and status = 'Queued'
       order by created_at, id
       limit 1
       for update skip locked

@@ -26,7 +26,7 @@
  */
 import { join } from "node:path";
 import type { QueueDefaults } from "../lib/config.ts";
-import { type Sql, transaction, type TxSql } from "../lib/db.ts";
+import { type Fragment, type Sql, transaction, type TxSql } from "../lib/db.ts";
 import type { JobEvent } from "../lib/events.ts";
 import {
   type ClaimedJob,
@@ -325,19 +325,25 @@ function publishRecovered(
  * One statement, so the claim and the counted attempt commit together; the scalar
  * `id = (select … for update skip locked limit 1)` takes exactly one row (STYLE.md §3).
  *
+ * @param lockHeld the queue lock's claim fence (lib/lock.ts): without the lock, nothing is claimed.
+ *   Omitted only by tests that call the verb directly.
  * @returns the claimed job, or null when nothing is runnable.
  */
-export async function claim(ctx: UserIngestionContext): Promise<UserIngestionJob | null> {
+export async function claim(
+  ctx: UserIngestionContext,
+  lockHeld?: Fragment,
+): Promise<UserIngestionJob | null> {
   const [row] = await ctx.sql<(UserIngestionJob & { runnable_for_s: number | null })[]>`
     update user_ingestion_jobs
     set status = 'Processing', attempt_count = attempt_count + 1, claimed_by = ${ctx.bootId},
         claimed_at = now(), updated_at = now()
     where id = (
       select id from user_ingestion_jobs
-      where (status = 'Queued' and run_after <= now())
-         or (status = 'Processing'
-             and claimed_at < now() - ${ctx.staleAfterMs} * interval '1 millisecond'
-             and attempt_count < ${MAX_ATTEMPTS})
+      where ${lockHeld ?? ctx.sql`true`}
+        and ((status = 'Queued' and run_after <= now())
+          or (status = 'Processing'
+              and claimed_at < now() - ${ctx.staleAfterMs} * interval '1 millisecond'
+              and attempt_count < ${MAX_ATTEMPTS}))
       order by id
       for update skip locked
       limit 1
@@ -494,7 +500,7 @@ async function save(
   ctx.log.info({ queue: name, id: job.id, chapters: book.chapters.length }, "job completed");
 }
 
-type Fragment = ReturnType<TxSql>;
+type TxFragment = ReturnType<TxSql>;
 
 // Every write that settles a claimed row goes through here (the completion excepted). It matches
 // the row as this run claimed it; 0 rows means the claim was lost: log it, change nothing
@@ -502,7 +508,7 @@ type Fragment = ReturnType<TxSql>;
 async function settle(
   ctx: UserIngestionContext,
   job: UserIngestionJob,
-  changes: (sql: TxSql) => Fragment,
+  changes: (sql: TxSql) => TxFragment,
   bookError: string | null,
   event: Pick<JobEvent, "transition" | "status" | "attempt" | "error">,
 ): Promise<boolean> {
