@@ -4,9 +4,14 @@
  * until the lock frees; a holder whose session is lost learns it at once through {@linkcode
  * QueueLock.lost} and must stop claiming.
  *
- * The heartbeat has a deadline and never overlaps itself, so a half-open lock socket cannot keep
- * `held` true while a standby takes the lock; and {@linkcode QueueLock.claimFence} lets a claim
- * statement prove, in the same statement, that this lock session still holds the lock (issue 9).
+ * The heartbeat has a deadline and never overlaps itself, so a half-open lock socket keeps `held`
+ * true for at most `heartbeatMs + heartbeatTimeoutMs`, after which this process ends its own old
+ * session; a standby cannot take the lock before that session ends. When the server ends it first
+ * (`pg_terminate_backend`, server-side keepalives) and the socket does not tell, a standby can
+ * hold the lock while `held` is still true here: {@linkcode QueueLock.claimFence} is what keeps
+ * this process from claiming then, since a claim statement proves in the same statement that this
+ * lock session still holds the lock (issue 9). A run already going goes on until {@linkcode
+ * QueueLock.lost} fires.
  * A session advisory lock needs a direct connection (or session pooling): behind a
  * transaction-mode pooler the backend changes under the session, which the heartbeat reports.
  *
