@@ -27,6 +27,7 @@ import { startEmbedded } from "../lib/embedded.ts";
 import { createLogger } from "../lib/log.ts";
 import { migrate, readMigrations } from "../lib/migrate.ts";
 import { runtimeBench, SERVER_SETTINGS } from "./runtime.ts";
+import { startArgs } from "./_start_command.ts";
 import { closeExtractor, extractBook } from "../books/extract.ts";
 import { bigEpub } from "../tests/_epub.ts";
 import { parseArgs } from "node:util";
@@ -111,12 +112,7 @@ async function firstSections(url: string, stopEmbedded: () => Promise<void>): Pr
 
   const worker = new Deno.Command(Deno.execPath(), {
     // As the worker is started (deno.json "start", Dockerfile).
-    args: [
-      "run",
-      "-A",
-      "--v8-flags=--max-semi-space-size=4",
-      new URL("../main.ts", import.meta.url).pathname,
-    ],
+    args: startArgs(new URL("..", import.meta.url).pathname.replace(/\/$/, "")),
     env: {
       DATABASE_URL: url,
       DATABASE_SCHEMA: schema,

@@ -46,6 +46,7 @@ import {
 } from "./_observer.ts";
 import { printScale, scaleBench } from "./scale.ts";
 import { GRAPHILE_VERSION, installPeer, type PeerRun, runPeer } from "./peer.ts";
+import { startArgs } from "./_start_command.ts";
 
 /** Server settings the runtime section needs, for `startEmbedded({ settings })`. */
 export const SERVER_SETTINGS: Readonly<Record<string, string>> = {
@@ -329,8 +330,8 @@ async function drainIngestion(
   );
   await obs.query((sql) => sql`truncate ingestion_jobs, auto_publish_jobs, editions cascade`);
   const worker = new Deno.Command(Deno.execPath(), {
-    // As the worker is started (deno.json "start", Dockerfile).
-    args: ["run", "-A", "--v8-flags=--max-semi-space-size=4", main],
+    // As that checkout starts its worker (its deno.json "start", its Dockerfile).
+    args: startArgs(main.replace(/\/main\.ts$/, "")),
     env: {
       DATABASE_URL: url,
       DATABASE_SCHEMA: obs.schema,

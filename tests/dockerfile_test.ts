@@ -51,3 +51,15 @@ Deno.test("Dockerfile runs the worker unprivileged and probes /readyz", async ()
   assert.match(health[0], /\/readyz\b/);
   assert.doesNotMatch(health[0], /\/healthz\b/);
 });
+
+Deno.test("Dockerfile starts the worker with the start task's command line (its V8 flags too)", async () => {
+  const lines = await dockerfile();
+  const entry = lines.find((l) => /^ENTRYPOINT\s/.test(l));
+  assert.ok(entry, "an ENTRYPOINT line");
+  const config = JSON.parse(await Deno.readTextFile(new URL("deno.json", ROOT)));
+  // The bench spawns each checkout's worker with this same command line (bench/_start_command.ts).
+  assert.deepEqual(
+    JSON.parse(entry.replace(/^ENTRYPOINT\s+/, "")),
+    String(config.tasks.start).trim().split(/\s+/),
+  );
+});
