@@ -18,7 +18,7 @@ import type { EmbeddedServer } from "./lib/embedded.ts";
 import { migrate, readMigrations } from "./lib/migrate.ts";
 import { Lifecycle, settlesBy, waitUntilReachable } from "./lib/lifecycle.ts";
 import { EventHub } from "./lib/events.ts";
-import { collectWhenIdle, loadGc } from "./lib/idle_gc.ts";
+import { collectWhenIdle, loadGc, QUIET_MS } from "./lib/idle_gc.ts";
 import { Wake } from "./lib/wake.ts";
 import { Listener } from "./lib/listener.ts";
 import { QueueLock } from "./lib/lock.ts";
@@ -183,8 +183,9 @@ await Deno.mkdir(config.storageDir, { recursive: true })
   .catch((err) => fatal(`Cannot create STORAGE_DIR "${config.storageDir}"`, err));
 
 const events = new EventHub();
-// After a burst, the drain's garbage is returned once the queues go quiet (issue 11, memory).
-const collector = collectWhenIdle(events, loadGc());
+// After a burst, the drain's garbage is returned once the queues go quiet (issue 11, memory); the
+// startup's too (markActive below).
+const collector = collectWhenIdle(events, loadGc(), QUIET_MS, log);
 // Closed as shutdown begins, not in a phase: a full GC stops the world for tens of ms (hundreds
 // under load), and a shutdown's budget belongs to the give-backs.
 lifecycle.stopping.addEventListener("abort", () => collector.close(), { once: true });
@@ -391,3 +392,6 @@ for (const start of starts) start();
 // The first probe proves delivery (a pooler that never delivers is warned about here); the queues
 // run on NOTIFY or polling meanwhile.
 listener.start().catch((err) => log.warn({ err: String(err) }, "listener probe failed to start"));
+// Startup is the first burst: its garbage (module compilation, migrations, route tables) goes in
+// one full GC once nothing has moved for QUIET_MS, not 20 to 30 s later (lib/idle_gc.ts).
+collector.markActive();
