@@ -26,7 +26,6 @@ import { type ClaimedJob, Consumer, type Queue, type QueueContext } from "./lib/
 import { createApi, loadOrCreateToken } from "./lib/api.ts";
 import { StatsCache } from "./lib/stats_cache.ts";
 import { createMetrics, metricsRoutes } from "./lib/metrics.ts";
-import { adminRoutes } from "./lib/admin.tsx";
 import type { QueueView } from "./lib/queue_view.ts";
 import * as ingestion from "./queues/ingestion.ts";
 import { ingestionRoutes } from "./queues/ingestion_routes.ts";
@@ -356,16 +355,22 @@ const app = createApi({
   unlimitedBodies: UNLIMITED_BODY_PATHS,
   apps: [
     metricsRoutes(registry, metricsToken),
-    adminRoutes({
-      token: metricsToken,
-      views: VIEWS,
-      cache,
-      ctx: base,
-      locks,
-      events,
-      lifecycle,
-      log,
-    }),
+    // Loaded on the first /admin request: a worker nobody watches does not hold the dashboard
+    // (issue 11, memory).
+    {
+      prefix: "/admin",
+      load: async () =>
+        (await import("./lib/admin.tsx")).adminRoutes({
+          token: metricsToken,
+          views: VIEWS,
+          cache,
+          ctx: base,
+          locks,
+          events,
+          lifecycle,
+          log,
+        }),
+    },
   ],
 });
 let server: Deno.HttpServer;

@@ -11,8 +11,11 @@
  * - `GET /internal/events`: the live job event stream as Server-Sent Events; `HEAD` answers
  *   without subscribing; refused (503) from the first shutdown signal on.
  * - `GET /internal/openapi.json`: the OpenAPI 3.1 document of every `/internal` route
- *   (lib/openapi.ts), generated from the validators' own schemas (issue 12).
- * - `apps`: mounted at the root with their own auth (`/metrics`, `/admin`).
+ *   (lib/openapi_document.ts, loaded on the first request), generated from the validators' own
+ *   schemas (issue 12).
+ * - `apps`: mounted at the root with their own auth (`/metrics`, `/admin`). A {@linkcode LazyApp}
+ *   is loaded on the first request under its prefix (issue 11, memory: the dashboard is not held
+ *   at idle until someone opens it) and answers as if mounted.
  *
  * Every error is JSON `{ error }`: an `HTTPException` keeps its status, bad input is 4xx, a wrong
  * method on a known path is 405 with `Allow` (for every route, mounted ones too), a database
@@ -30,7 +33,7 @@ import type { EventHub } from "./events.ts";
 import { Drain } from "./drain.ts";
 import type { Lifecycle } from "./lifecycle.ts";
 import { dbFault } from "./db.ts";
-import { describeRoute, openApiDocument } from "./openapi.ts";
+import { describeRoute } from "./openapi.ts";
 import { bearerGuard } from "./bearer.ts";
 
 /** Largest request body accepted under `/internal`, in bytes. */
@@ -59,7 +62,21 @@ export interface ApiDeps {
    */
   unlimitedBodies?: ReadonlyArray<string>;
   /** Apps mounted at the root with their own auth, e.g. `/metrics` and `/admin`. */
-  apps?: Hono[];
+  apps?: Array<Hono | LazyApp>;
+}
+
+/**
+ * An app mounted at the root but loaded on the first request under `prefix` (a dynamic import,
+ * issue 11: what no request needs is not held in memory). It answers as a mounted app does: a
+ * wrong method on one of its paths is 405 with `Allow`, an unknown path the API's JSON 404, and
+ * an error it throws reaches the API's `onError`. A load that fails is tried again on the next
+ * request.
+ */
+export interface LazyApp {
+  /** The path it serves, itself and everything under it, e.g. `/admin`. */
+  prefix: string;
+  /** Builds the app, e.g. `async () => (await import("./admin.tsx")).adminRoutes(deps)`. */
+  load: () => Promise<Hono>;
 }
 
 /** What `/readyz` reports: ready or not, and each check's value. */
@@ -127,6 +144,40 @@ export function streamEvents(c: Context, deps: EventStreamDeps, name: string): R
   });
 }
 
+// The API's own answers to a wrong method and to an unknown path, for mounted and lazy apps alike.
+const onMethodNotAllowed = (c: Context, methods: string[]): Response =>
+  c.json({ error: `Method ${c.req.method} not allowed on ${c.req.path}` }, 405, {
+    Allow: methods.join(", "),
+  });
+const notFound = (c: Context): Response =>
+  c.json({ error: `No route for ${c.req.method} ${c.req.path}` }, 404);
+
+// Route everything under `lazy.prefix` to the app it loads, once. The loaded app is wrapped as
+// createApi wraps its own routes (405 first, the JSON 404), and its errors are thrown on to this
+// API's onError rather than answered by Hono's default one.
+function mountLazy(app: Hono, lazy: LazyApp): void {
+  let loading: Promise<Hono> | undefined;
+  const load = async (): Promise<Hono> => {
+    const wrapper = new Hono();
+    wrapper.use(methodNotAllowed({ app: wrapper, onMethodNotAllowed }));
+    wrapper.route("/", await lazy.load());
+    wrapper.notFound(notFound);
+    wrapper.onError((err) => {
+      throw err;
+    });
+    return wrapper;
+  };
+  const handler = async (c: Context): Promise<Response> => {
+    loading ??= load().catch((err) => {
+      loading = undefined;
+      throw err;
+    });
+    return await (await loading).fetch(c.req.raw, c.env);
+  };
+  app.all(lazy.prefix, handler);
+  app.all(`${lazy.prefix}/*`, handler);
+}
+
 /**
  * Build the API.
  *
@@ -140,13 +191,7 @@ export function createApi(deps: ApiDeps): Hono {
   let streams = 0;
 
   // First, so every route (mounted ones too) answers a wrong method with 405 and Allow.
-  app.use(methodNotAllowed({
-    app,
-    onMethodNotAllowed: (c, methods) =>
-      c.json({ error: `Method ${c.req.method} not allowed on ${c.req.path}` }, 405, {
-        Allow: methods.join(", "),
-      }),
-  }));
+  app.use(methodNotAllowed({ app, onMethodNotAllowed }));
 
   app.get("/healthz", async (c) => c.json({ status: "ok", ...(await deps.health()) }));
 
@@ -200,11 +245,18 @@ export function createApi(deps: ApiDeps): Hono {
       responses: { 200: "The document" },
       database: false,
     }),
-    (c) => c.json(openApiDocument(app, "/internal", OPENAPI_INFO)),
+    // The document's builder is loaded on the first request (issue 11, memory).
+    async (c) => {
+      const { openApiDocument } = await import("./openapi_document.ts");
+      return c.json(openApiDocument(app, "/internal", OPENAPI_INFO));
+    },
   );
-  for (const other of deps.apps ?? []) app.route("/", other);
+  for (const other of deps.apps ?? []) {
+    if (other instanceof Hono) app.route("/", other);
+    else mountLazy(app, other);
+  }
 
-  app.notFound((c) => c.json({ error: `No route for ${c.req.method} ${c.req.path}` }, 404));
+  app.notFound(notFound);
   app.onError((err, c) => {
     if (err instanceof HTTPException) {
       const res = err.getResponse();

@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import { Hono } from "hono";
 import { createApi, MAX_BODY_BYTES } from "../lib/api.ts";
 import { transaction } from "../lib/db.ts";
 import { Lifecycle } from "../lib/lifecycle.ts";
@@ -294,3 +295,69 @@ dbTest("GET /internal/events: a client that reads nothing does not delay jobs", 
     await stuck.body?.cancel();
   }
 });
+
+dbTest(
+  "createApi(): a lazy app is loaded once, on the first request under its prefix, and answers as if mounted",
+  async (db) => {
+    const ctx = await ingestionContext(db);
+    let loads = 0;
+    const lazy = {
+      prefix: "/lazy",
+      load: async () => {
+        loads++;
+        await new Promise((r) => setTimeout(r, 50));
+        const inner = new Hono();
+        inner.get("/lazy", (c) => c.text("home"));
+        inner.get("/lazy/page", (c) => c.text(`page ${(c.env as { peer?: string })?.peer}`));
+        inner.post("/lazy/page", (c) => c.text("posted"));
+        inner.get("/lazy/boom", () => {
+          throw new Error("boom");
+        });
+        return inner;
+      },
+    };
+    let attempts = 0;
+    const flaky = {
+      prefix: "/flaky",
+      load: () => {
+        if (++attempts === 1) return Promise.reject(new Error("Cannot load the module"));
+        return Promise.resolve(new Hono().get("/flaky", (c) => c.text("loaded")));
+      },
+    };
+    const app = createApi({
+      token: TOKEN,
+      log: ctx.log,
+      events: ctx.events,
+      lifecycle: new Lifecycle(ctx.log, 2000),
+      health: () => Promise.resolve({}),
+      routes: { "/ingestion": ingestionRoutes(ctx) },
+      apps: [lazy, flaky],
+    });
+    assert.equal((await app.request("/healthz")).status, 200);
+    assert.equal((await app.request("/internal/ingestion/jobs/1", { headers: auth })).status, 404);
+    assert.equal(loads, 0, "nothing under its prefix, nothing loaded");
+    // Two first requests at once: one load.
+    const [a, b] = await Promise.all([
+      app.request("/lazy/page", {}, { peer: "10.0.0.1" }),
+      app.request("/lazy"),
+    ]);
+    assert.equal(await a.text(), "page 10.0.0.1", "the server's env (the TCP peer) is passed on");
+    assert.equal(await b.text(), "home");
+    assert.equal(loads, 1);
+    assert.equal(await (await app.request("/lazy/page", { method: "POST" })).text(), "posted");
+    const wrong = await app.request("/lazy/page", { method: "DELETE" });
+    assert.equal(wrong.status, 405);
+    assert.equal(wrong.headers.get("allow"), "GET, HEAD, POST");
+    await expectError(wrong, 405, /^Method DELETE not allowed on \/lazy\/page$/);
+    await expectError(
+      await app.request("/lazy/nowhere"),
+      404,
+      /^No route for GET \/lazy\/nowhere$/,
+    );
+    await expectError(await app.request("/lazy/boom"), 500, /^Internal server error$/);
+    assert.equal(loads, 1);
+    await expectError(await app.request("/flaky"), 500, /^Internal server error$/);
+    assert.equal(await (await app.request("/flaky")).text(), "loaded", "a failed load is retried");
+    assert.equal(attempts, 2);
+  },
+);

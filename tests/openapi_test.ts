@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { createApi } from "../lib/api.ts";
-import { ERROR_RESPONSES } from "../lib/openapi.ts";
+import { ERROR_RESPONSES } from "../lib/openapi_document.ts";
 import { Lifecycle } from "../lib/lifecycle.ts";
 import { ingestionRoutes } from "../queues/ingestion_routes.ts";
 import { editionRoutes, ssgRoutes } from "../queues/ssg_routes.ts";

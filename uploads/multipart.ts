@@ -1,12 +1,13 @@
 /**
  * Receiving a reader's upload: a `multipart/form-data` body streamed to disk with `busboy`, one
  * file part kept under `<storage>/uploads/<uuid><original extension>`, its size capped while it
- * streams. A cut-short or refused upload leaves no file behind.
+ * streams. A cut-short or refused upload leaves no file behind. `busboy` is loaded on the first
+ * upload (issue 11, memory).
  *
  * @module
  */
 // @ts-types="npm:@types/busboy@1.5.5"
-import busboy from "busboy";
+import type busboy from "busboy";
 import { createWriteStream } from "node:fs";
 import { extname, join } from "node:path";
 import { Readable } from "node:stream";
@@ -76,9 +77,11 @@ export async function receiveUpload(
   let saved: Saved | null = null;
   let size = 0;
   let problem: UploadError | null = null;
+  // busboy is loaded on the first upload, not at startup (issue 11, memory).
+  const { default: createParser } = await import("busboy") as { default: typeof busboy };
   let parser: busboy.Busboy;
   try {
-    parser = busboy({
+    parser = createParser({
       headers: { "content-type": type },
       // busboy emits "limit" on reaching fileSize, even when the file ends right there: one byte
       // more makes "limit" mean "larger than maxBytes".
