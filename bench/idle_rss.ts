@@ -9,7 +9,8 @@
  * `deno task bench` does, with the drain rate.
  *
  * ```sh
- * deno run -A bench/idle_rss.ts [--rounds 3] [--probe] [--drain 2000] [--checkout /work/main] \
+ * deno run -A bench/idle_rss.ts [--rounds 3] [--probe] [--drain 2000] [--idle 5000] \
+ *   [--checkout /work/main] \
  *   [--v8 --some-flag] [--deno --some-flag] [--env NAME=value]
  * ```
  *
@@ -26,7 +27,11 @@ import { connect } from "../lib/db.ts";
 import type { MemProbe, MemReading } from "./_mem_probe.ts";
 import { startArgs } from "./_start_command.ts";
 
-/** Idle time after `/readyz` first answers 200, and after a drain, before a reading, ms. */
+/**
+ * Idle time after `/readyz` first answers 200, and after a drain, before a reading, ms (as
+ * bench/runtime.ts; `--idle <ms>` for another, e.g. the steady state well after V8's own
+ * memory reducer has run).
+ */
 export const IDLE_MS = 5000;
 /** Jobs drained before the counted drain (`--drain`): first-use costs are not a job's. */
 export const WARMUP_JOBS = 200;
@@ -43,11 +48,14 @@ interface Variant {
 
 /** One reading of a worker, in bytes (rates in jobs/s). */
 interface Reading {
+  /** Spawn → the first `/readyz` 200, ms. */
+  readyMs: number;
   rss: number;
   anon: number;
   file: number;
   probe?: MemProbe;
   drainedRss?: number;
+  drainedAnon?: number;
   jobsPerS?: number;
 }
 
@@ -62,6 +70,7 @@ const take = (flag: string): string[] => {
 };
 const rounds = Number(take("--rounds")[0] ?? "3");
 const drainJobs = Number(take("--drain")[0] ?? "0");
+const idleMs = Number(take("--idle")[0] ?? IDLE_MS);
 const checkouts = take("--checkout");
 const v8 = take("--v8");
 const deno = take("--deno");
@@ -95,6 +104,7 @@ const status = (pid: number, field: string): number =>
 async function measure(variant: Variant, schema: string, storage: string): Promise<Reading> {
   const out = await Deno.makeTempFile({ prefix: "mem_probe_" });
   const [run, ...rest] = startArgs(variant.dir, variant.v8);
+  const spawned = performance.now();
   const preload = probe
     ? [`--preload=${new URL("./_mem_probe.ts", import.meta.url).pathname}`]
     : [];
@@ -134,8 +144,10 @@ async function measure(variant: Variant, schema: string, storage: string): Promi
       if (performance.now() > deadline) throw new Error("/readyz never answered 200");
       await sleep(100);
     }
-    await sleep(IDLE_MS);
+    const readyMs = performance.now() - spawned;
+    await sleep(idleMs);
     const reading: Reading = {
+      readyMs,
       rss: status(worker.pid, "VmRSS"),
       anon: status(worker.pid, "RssAnon"),
       file: status(worker.pid, "RssFile"),
@@ -144,8 +156,9 @@ async function measure(variant: Variant, schema: string, storage: string): Promi
       await drain(schema, WARMUP_JOBS);
       const ms = await drain(schema, drainJobs);
       reading.jobsPerS = drainJobs / (ms / 1000);
-      await sleep(IDLE_MS);
+      await sleep(idleMs);
       reading.drainedRss = status(worker.pid, "VmRSS");
+      reading.drainedAnon = status(worker.pid, "RssAnon");
     }
     if (probe) {
       worker.kill("SIGUSR2");
@@ -217,13 +230,15 @@ try {
 const load = (await Deno.readTextFile("/proc/loadavg")).split(" ").slice(0, 3).join(" ");
 console.log(`memory, MB (median of ${rounds}; load average ${load})`);
 const rows: [string, (r: Reading) => number | undefined, ((x: number) => string)?][] = [
-  ["VmRSS idle", (r) => r.rss],
+  ["ready after, ms", (r) => r.readyMs, (x) => x.toFixed(0)],
+  [`VmRSS idle ${idleMs / 1000} s after ready`, (r) => r.rss],
   ["  anonymous", (r) => r.anon],
   ["  file-backed", (r) => r.file],
 ];
 if (drainJobs > 0) {
   rows.push(
-    [`VmRSS ${IDLE_MS / 1000} s after ${drainJobs} jobs`, (r) => r.drainedRss],
+    [`VmRSS ${idleMs / 1000} s after ${drainJobs} jobs`, (r) => r.drainedRss],
+    ["  anonymous", (r) => r.drainedAnon],
     ["drain, jobs/s", (r) => r.jobsPerS, (x) => x.toFixed(0)],
   );
 }
