@@ -218,7 +218,8 @@ try {
       const reading = await measure(variant, `idle_rss_${i}`, storage);
       results[i].push(reading);
       console.error(
-        `round ${round + 1}: ${variant.label}: RSS ${mb(reading.rss)} MB` +
+        `round ${round + 1}: ${variant.label}: ready after ${reading.readyMs.toFixed(0)} ms, ` +
+          `RSS ${mb(reading.rss)} MB` +
           (reading.drainedRss ? `, ${mb(reading.drainedRss)} MB after the drain` : ""),
       );
     }
