@@ -45,7 +45,10 @@ dbTest(
       await waitFor("the first job", async () => (await status(db, id)) === "Failed");
       assert.equal(second.lock.held, false);
       // Standing by, not "cannot get a connection": the lock answered, and it was taken.
-      assert.equal(second.consumer.state, "standing-by");
+      await waitFor(
+        "the second consumer standing by",
+        () => second!.consumer.state === "standing-by",
+      );
       await first.stop();
       await waitFor("the second consumer's lock", () => second!.lock.held, 5000);
       const next = await enqueueBook(db, path);
