@@ -188,6 +188,11 @@ export async function extractBook(path: string, signal: AbortSignal): Promise<Ex
   throw decodeError(response.error);
 }
 
+/** The modules {@linkcode extractSmallBook} uses, once loaded (an `import()` costs ~25 µs a call). */
+let inlineReader:
+  | Promise<[typeof import("./read.ts"), typeof import("./extract_in_process.ts")]>
+  | undefined;
+
 /**
  * Extract a plain-text book of at most {@linkcode INLINE_BOOK_BYTES} on this thread. Its reader
  * loads on first use, so a process that never reads a small book never holds it.
@@ -202,10 +207,10 @@ async function extractSmallBook(path: string, signal: AbortSignal): Promise<Extr
   // stat, not open: opening a FIFO blocks until a writer comes, and `stat` never does.
   const info = await Deno.stat(path).catch(() => null);
   if (!info?.isFile || info.size > INLINE_BOOK_BYTES) return null;
-  const [{ readBookFile }, { parseBook }] = await Promise.all([
+  const [{ readBookFile }, { parseBook }] = await (inlineReader ??= Promise.all([
     import("./read.ts"),
     import("./extract_in_process.ts"),
-  ]);
+  ]));
   const bytes = await readBookFile(path, "text", signal);
   // It grew after the stat: its parse belongs where it cannot stall this thread.
   if (bytes.length > INLINE_BOOK_BYTES) return null;
