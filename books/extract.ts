@@ -204,7 +204,8 @@ let inlineReader:
  */
 async function extractSmallBook(path: string, signal: AbortSignal): Promise<ExtractedBook | null> {
   if (extname(path).toLowerCase() !== ".txt") return null;
-  // stat, not open: opening a FIFO blocks until a writer comes, and `stat` never does.
+  // stat, not open: opening a FIFO blocks until a writer comes, and `stat` never does. Its size
+  // spares a big book a read here before the worker's.
   const info = await Deno.stat(path).catch(() => null);
   if (!info?.isFile || info.size > INLINE_BOOK_BYTES) return null;
   const [{ readBookFile }, { parseBook }] = await (inlineReader ??= Promise.all([
@@ -212,7 +213,8 @@ async function extractSmallBook(path: string, signal: AbortSignal): Promise<Extr
     import("./extract_in_process.ts"),
   ]));
   const bytes = await readBookFile(path, "text", signal);
-  // It grew after the stat: its parse belongs where it cannot stall this thread.
+  // Bigger than stat said (it grew, or it is a /proc file, sized 0): its parse belongs where it
+  // cannot stall this thread.
   if (bytes.length > INLINE_BOOK_BYTES) return null;
   return parseBook("text", bytes, path, signal);
 }

@@ -221,16 +221,19 @@ Deno.test("extractBook() reads a 20 MB text book of 20,000 chapters", async () =
 
 /**
  * Run a script that extracts one book (then calls `closeExtractor()` when `close`), and measure
- * from the extraction's end to the process's exit, in ms.
+ * from the extraction's end to the process's exit, in ms. The book is `text`, or with `linkTo` a
+ * symbolic link to that file.
  */
 async function exitDelayMs(
   dir: string,
   close: boolean,
   text = `Some words.\n\n${overInline("a worker's book")}`,
   extension = "txt",
+  linkTo?: string,
 ): Promise<number> {
   const book = join(dir, `book_${text.length}.${extension}`);
-  await Deno.writeTextFile(book, text);
+  if (linkTo) await Deno.symlink(linkTo, book);
+  else await Deno.writeTextFile(book, text);
   const script = join(dir, `probe_${close}_${text.length}.ts`);
   const module = JSON.stringify(new URL("../books/extract.ts", import.meta.url).href);
   await Deno.writeTextFile(
@@ -287,6 +290,15 @@ Deno.test("extractBook() reads a plain-text book of INLINE_BOOK_BYTES on the cal
     assert.equal(new TextEncoder().encode(text).length, INLINE_BOOK_BYTES);
     const tinyMs = await exitDelayMs(dir, false, text);
     assert.ok(tinyMs < IDLE_MS / 2, `exited ${tinyMs} ms after the call: a worker idled`);
+  });
+});
+
+// A /proc file reports size 0 to stat; this process's memory map is more than 4 KiB of text.
+Deno.test("extractBook() sends a book that outgrew its stat size to the worker", async () => {
+  await inTempDir(async (dir) => {
+    assert.equal((await Deno.stat("/proc/self/maps")).size, 0);
+    const grownMs = await exitDelayMs(dir, false, "", "txt", "/proc/self/maps");
+    assert.ok(grownMs >= IDLE_MS - 100, `exited ${grownMs} ms after the call: no worker idled`);
   });
 });
 
