@@ -13,8 +13,8 @@
  *
  * Flags: `--runtime` runs the runtime section only; `--peer` adds graphile-worker beside it (npm,
  * under Node; not part of CI); `--no-scale` skips its 1M-row scale part; `--checkout <dir>`
- * measures another checkout's worker in the runtime section's ingestion and scale parts (before
- * and after on one server); `--rounds <n>` repeats the drains in interleaved rounds and takes the
+ * measures another checkout's worker in the runtime section's ingestion and scale parts, and
+ * drains this checkout's ingestion beside it (before and after in one run); `--rounds <n>` repeats the drains in interleaved rounds and takes the
  * median drain ratios (the first round is the counted one).
  *
  * Uses `DATABASE_URL` when set, else a throwaway embedded PostgreSQL started with the runtime

@@ -19,8 +19,9 @@
  * Needs a server started with `shared_preload_libraries=pg_stat_statements` and
  * `track_commit_timestamp=on` ({@linkcode SERVER_SETTINGS}); otherwise the section says so and
  * is skipped. With a checkout (`--checkout <dir>`), parts (b) and (c) measure that checkout's
- * `main.ts`, migrations and ingestion module instead (before/after on one server); (a) and the
- * peer always run this checkout's code.
+ * `main.ts`, migrations and ingestion module instead; (a) and the peer always run this checkout's
+ * code, and each round also drains this checkout's `main.ts` right after the checkout's, in a
+ * schema and storage of its own, for its rate (before and after in one run).
  *
  * @module
  */
@@ -463,10 +464,15 @@ export async function runtimeBench(url: string, options: RuntimeOptions = {}): P
     ? new URL(`file://${Deno.realPathSync(options.checkout)}/`)
     : new URL("../", import.meta.url);
   // Two schemas: the no-op queue's, migrated by this checkout (its triggers need sql/009), and the
-  // ingestion's, migrated by the checkout whose main.ts runs there.
+  // ingestion's, migrated by the checkout whose main.ts runs there; with a checkout, a third for
+  // this checkout's own ingestion drain beside it (before and after in one run).
+  const here = new URL("../", import.meta.url);
   const noopObs = new Observer(observerUrl.href, `${schema}_noop`);
   const obs = new Observer(observerUrl.href, schema);
-  for (const [o, dir] of [[noopObs, new URL("../", import.meta.url)], [obs, root]] as const) {
+  const ownObs = options.checkout ? new Observer(observerUrl.href, `${schema}_own`) : null;
+  const schemas: [Observer, URL][] = [[noopObs, here], [obs, root]];
+  if (ownObs) schemas.push([ownObs, here]);
+  for (const [o, dir] of schemas) {
     await o.sql`create schema ${o.sql(o.schema)}`;
     await migrate(
       o.sql,
@@ -478,11 +484,17 @@ export async function runtimeBench(url: string, options: RuntimeOptions = {}): P
   await noop.createTable(noopObs.sql);
   const storage = await Deno.makeTempDir({ prefix: "textstack-bench-rt-" });
   await Deno.writeTextFile(`${storage}/book.txt`, BOOK);
+  // This checkout's drain writes its editions apart: both schemas number them from 1.
+  const ownStorage = `${storage}/own`;
+  await Deno.mkdir(ownStorage);
+  await Deno.writeTextFile(`${ownStorage}/book.txt`, BOOK);
   try {
     const main = new URL("main.ts", root).pathname;
     const peer = options.peer && await installPeer();
     const waits = { idleMs: IDLE_MS, settleMs: SETTLE_MS, warmup: WARMUP_JOBS };
-    const rounds: Array<{ n: Drain; pn?: PeerRun; ing: IngestionDrain; pi?: PeerRun }> = [];
+    const rounds: Array<
+      { n: Drain; pn?: PeerRun; ing: IngestionDrain; own?: IngestionDrain; pi?: PeerRun }
+    > = [];
     for (let r = 0; r < Math.max(1, options.rounds ?? 1); r++) {
       const count = r === 0;
       const n = await drainNoop(url, noopObs, workerRole, count);
@@ -490,10 +502,20 @@ export async function runtimeBench(url: string, options: RuntimeOptions = {}): P
         ? await runPeer(url, obs, workerRole, "noop", NOOP_JOBS, storage, waits, count)
         : undefined;
       const ing = await drainIngestion(url, obs, workerRole, storage, main, count);
+      const own = ownObs
+        ? await drainIngestion(
+          url,
+          ownObs,
+          workerRole,
+          ownStorage,
+          new URL("main.ts", here).pathname,
+          false,
+        )
+        : undefined;
       const pi = peer
         ? await runPeer(url, obs, workerRole, "ingest", INGESTION_JOBS, storage, waits, count)
         : undefined;
-      rounds.push({ n, pn, ing, pi });
+      rounds.push({ n, pn, ing, own, pi });
     }
     const { n, pn: peerNoop, ing, pi: peerIngest } = rounds[0];
     // The control windows: the counted protocol with no jobs (bench/_observer.ts says why).
@@ -540,11 +562,23 @@ export async function runtimeBench(url: string, options: RuntimeOptions = {}): P
     console.log(
       `  no-op ${list(noopRates)}${peer ? `; graphile ${list(rates((r) => r.pn!.jobsPerS))}` : ""}`,
     );
+    const ownRates = ownObs ? rates((r) => r.own!.jobsPerS) : null;
+    const ownRatio = peer && ownObs
+      ? median(rounds.map((r) => r.own!.jobsPerS / r.pi!.jobsPerS))
+      : null;
     console.log(
-      `  ingestion ${list(ingRates)}${
-        peer ? `; graphile ${list(rates((r) => r.pi!.jobsPerS))}` : ""
-      }`,
+      `  ingestion ${list(ingRates)}${options.checkout ? ` (${options.checkout})` : ""}${
+        ownRates ? `; this checkout ${list(ownRates)}` : ""
+      }${peer ? `; graphile ${list(rates((r) => r.pi!.jobsPerS))}` : ""}`,
     );
+    if (ownRates) {
+      console.log(
+        `  worker RSS of this checkout idle / ${IDLE_MS / 1000} s after the drain, MB: ` +
+          rounds.map((r) =>
+            `${mb(r.own!.idleRss).toFixed(0)} / ${mb(r.own!.drainedRss).toFixed(0)}`
+          ).join(", "),
+      );
+    }
     console.log(
       `  worker RSS idle / ${IDLE_MS / 1000} s after the drain, MB: ` +
         rounds.map((r) => `${mb(r.ing.idleRss).toFixed(0)} / ${mb(r.ing.drainedRss).toFixed(0)}`)
@@ -645,6 +679,14 @@ export async function runtimeBench(url: string, options: RuntimeOptions = {}): P
         target: "≥ 1.0×",
         pass: ingRatio === null ? null : ingRatio >= 1.0,
       },
+      ...(ownRates
+        ? [{
+          metric: "  the same, this checkout's main.ts",
+          value: ratio(ownRates, ownRatio),
+          target: "≥ 1.0×",
+          pass: ownRatio === null ? null : ownRatio >= 1.0,
+        }]
+        : []),
       {
         metric: `wake p50, commit timestamp → claim (n=${LATENCY_JOBS}, load ${loadText})`,
         value: `${p50.toFixed(2)} ms`,
@@ -719,7 +761,7 @@ export async function runtimeBench(url: string, options: RuntimeOptions = {}): P
     }
     return true;
   } finally {
-    for (const o of [noopObs, obs]) {
+    for (const o of [noopObs, obs, ...(ownObs ? [ownObs] : [])]) {
       await o.sql`drop schema if exists ${o.sql(o.schema)} cascade`;
       await o.close();
     }

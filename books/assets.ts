@@ -11,6 +11,12 @@ import { join } from "node:path";
 /** A resource's path in a version folder: `res/` and one safe name (no `..`, no leading dot). */
 const RESOURCE_PATH = /^res\/(?!\.)[A-Za-z0-9._-]+$/;
 
+/**
+ * Chapter files written at once. Each write is a round trip to the runtime's I/O threads; written
+ * one after another, a two-chapter book waited for two of them (issue 11).
+ */
+const WRITES_IN_FLIGHT = 8;
+
 /** The directory holding every asset version of an edition. */
 export function editionDir(storageDir: string, editionId: string): string {
   return join(storageDir, "editions", editionId);
@@ -39,7 +45,8 @@ export interface AssetResource {
  * @param chapters `{ html }` per chapter, in order.
  * @param resources the files the chapters use; each `path` must be `res/<name>` with only
  *   `[A-Za-z0-9._-]` in the name (sql/008_edition_fidelity.sql checks the same).
- * @param signal optional; checked between files, so a shutdown need not wait for a huge book.
+ * @param signal optional; checked between batches of {@linkcode WRITES_IN_FLIGHT} chapters and
+ *   between resources, so a shutdown need not wait for a huge book.
  * @param options `inPlace`: see above (default false).
  * @returns the version's directory.
  * @throws RangeError when a resource path is not of that shape (nothing is written outside the
@@ -60,9 +67,17 @@ export async function writeAssets(
   const staging = options.inPlace ? target : join(dir, `.v${version}-${crypto.randomUUID()}`);
   await Deno.mkdir(staging, { recursive: true });
   try {
-    for (const [i, chapter] of chapters.entries()) {
+    for (let from = 0; from < chapters.length; from += WRITES_IN_FLIGHT) {
       signal?.throwIfAborted();
-      await Deno.writeTextFile(join(staging, `${i + 1}.html`), chapter.html);
+      const batch = chapters.slice(from, from + WRITES_IN_FLIGHT);
+      const written = await Promise.allSettled(
+        batch.map((chapter, i) =>
+          Deno.writeTextFile(join(staging, `${from + i + 1}.html`), chapter.html)
+        ),
+      );
+      // Every write of the batch has settled, so the cleanup below races none of them.
+      const failed = written.find((w) => w.status === "rejected");
+      if (failed) throw failed.reason;
     }
     if (resources.length > 0) await Deno.mkdir(join(staging, "res"));
     for (const resource of resources) {

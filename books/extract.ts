@@ -1,7 +1,9 @@
 /**
  * The book-extraction entry point and this folder's public API: `extractBook` runs the extraction
  * (`extract_in_process.ts`) in a Web Worker (`extract_worker.ts`), so a slow or runaway parse never
- * blocks the main thread; the types and the error class are re-exported from `book.ts`.
+ * blocks the main thread; the types and the error class are re-exported from `book.ts`. A tiny
+ * plain-text book (`INLINE_BOOK_BYTES`) is extracted on the calling thread instead: for such a
+ * book the worker's round trip costs more than the parse (issue 11).
  *
  * Why a worker: a 2 MiB HTML file of deeply nested `<div>`s parsed for 17 s on the main thread,
  * and the HTTP API, the queue-lock heartbeat and the 5 s shutdown budget all stalled behind it
@@ -18,6 +20,7 @@
  *
  * @module
  */
+import { extname } from "node:path";
 import type { ExtractedBook } from "./book.ts";
 import { decodeError, type ExtractRequest, type ExtractResponse } from "./extract_protocol.ts";
 
@@ -47,6 +50,16 @@ const WORKER_URL = new URL("./extract_worker.ts", import.meta.url).href;
  * while ingesting a 10 MB book"). Starting the next worker costs ~60 ms; a big book takes seconds.
  */
 export const BIG_RESULT_BYTES = 4 * 1024 * 1024;
+
+/**
+ * A plain-text book at most this big (bytes) is extracted on the calling thread, not in the worker
+ * (issue 11): for a tiny book the round trip to the worker (the request, the book cloned back, the
+ * worker's turn) cost ~0.4 ms, more than the parse, and the text reader is linear, so the longest
+ * stall this allows is a few ms (the worst inputs measured: README "Cost per job"). Markdown and
+ * HTML always go to the worker: their parsers have inputs a few KiB long that take hundreds of ms
+ * (nested lists, nested elements); so does an EPUB, a small archive of a big book.
+ */
+export const INLINE_BOOK_BYTES = 4 * 1024;
 
 /** The size of a book's chapter html (as UTF-16, ×2) and resources, in bytes. */
 function resultBytes(book: ExtractedBook): number {
@@ -158,6 +171,8 @@ let idleTimer: ReturnType<typeof setTimeout> | undefined;
  */
 export async function extractBook(path: string, signal: AbortSignal): Promise<ExtractedBook> {
   signal.throwIfAborted();
+  const small = await extractSmallBook(path, signal);
+  if (small) return small;
   const worker = takeWorker();
   let response: ExtractResponse;
   try {
@@ -171,6 +186,37 @@ export async function extractBook(path: string, signal: AbortSignal): Promise<Ex
   else keepWorker(worker);
   if (response.ok) return response.book;
   throw decodeError(response.error);
+}
+
+/** The modules {@linkcode extractSmallBook} uses, once loaded (an `import()` costs ~25 µs a call). */
+let inlineReader:
+  | Promise<[typeof import("./read.ts"), typeof import("./extract_in_process.ts")]>
+  | undefined;
+
+/**
+ * Extract a plain-text book of at most {@linkcode INLINE_BOOK_BYTES} on this thread. Its reader
+ * loads on first use, so a process that never reads a small book never holds it.
+ *
+ * @returns the book; null when the file is not such a book (another format, a bigger or growing
+ *   file, not a regular file, or one `stat` cannot see): the worker then reads it and reports its
+ *   errors.
+ * @throws what `extractInProcess` throws for the file.
+ */
+async function extractSmallBook(path: string, signal: AbortSignal): Promise<ExtractedBook | null> {
+  if (extname(path).toLowerCase() !== ".txt") return null;
+  // stat, not open: opening a FIFO blocks until a writer comes, and `stat` never does. Its size
+  // spares a big book a read here before the worker's.
+  const info = await Deno.stat(path).catch(() => null);
+  if (!info?.isFile || info.size > INLINE_BOOK_BYTES) return null;
+  const [{ readBookFile }, { parseBook }] = await (inlineReader ??= Promise.all([
+    import("./read.ts"),
+    import("./extract_in_process.ts"),
+  ]));
+  const bytes = await readBookFile(path, "text", signal);
+  // Bigger than stat said (it grew, or it is a /proc file, sized 0): its parse belongs where it
+  // cannot stall this thread.
+  if (bytes.length > INLINE_BOOK_BYTES) return null;
+  return parseBook("text", bytes, path, signal);
 }
 
 /**

@@ -2,7 +2,8 @@
  * Extraction itself, on the calling thread: pick the format from the file extension, read the
  * file (abortable, bounded), hand it to that format's reader, refuse a result with no chapters,
  * and make what comes out storable. `extract_worker.ts` runs this off the main thread; the public
- * `extractBook` (`extract.ts`) talks to that worker, never to this directly.
+ * `extractBook` (`extract.ts`) talks to that worker, and calls {@linkcode parseBook} itself only
+ * for a tiny plain-text book (`INLINE_BOOK_BYTES`).
  *
  * Failure classes, decided here once: anything a format reader or its libraries throw while
  * parsing is about the file (parsing is deterministic) and becomes an `UnreadableBookError`; only
@@ -73,8 +74,27 @@ export async function extractInProcess(
         : `Cannot read book "${path}": unknown file type "${extension}", expected one of ${known}`,
     );
   }
+  return parseBook(format, await readBookFile(path, format, signal), path, signal);
+}
 
-  const bytes = await readBookFile(path, format, signal);
+/**
+ * Parse a book file's bytes, already read, on this thread: what {@linkcode extractInProcess} does
+ * once the file is read (and its contract, the reading aside).
+ *
+ * @param format the format its extension names.
+ * @param bytes the whole file.
+ * @param path the file's path, for messages and as the title of a book that names none.
+ * @param signal checked before the parse and between chapters.
+ * @returns the book, with at least one chapter and no U+0000 anywhere.
+ * @throws UnreadableBookError when the bytes are empty, binary data, cannot be parsed or yield no
+ *   chapters; `signal.reason` when the signal aborts.
+ */
+export function parseBook(
+  format: BookFormat,
+  bytes: Uint8Array,
+  path: string,
+  signal: AbortSignal,
+): ExtractedBook {
   if (isBlank(bytes)) throw unreadableBook(format, path, "the file is empty");
   signal.throwIfAborted();
   let book: ExtractedBook;

@@ -40,6 +40,10 @@ export function resolveSourcePath(storageDir: string, sourcePath: string): strin
  */
 export async function resolveSourceFile(storageDir: string, sourcePath: string): Promise<string> {
   const full = resolve(storageDir, resolveSourcePath(storageDir, sourcePath));
+  // Both at once: each is a round trip to the runtime's I/O threads (issue 11). The root's is
+  // awaited only when the file's resolved; otherwise its outcome does not matter.
+  const root = Deno.realPath(storageDir);
+  root.catch(() => {});
   let real: string;
   try {
     real = await Deno.realPath(full);
@@ -55,7 +59,7 @@ export async function resolveSourceFile(storageDir: string, sourcePath: string):
     }
     throw err;
   }
-  if (outside(relative(await Deno.realPath(storageDir), real))) {
+  if (outside(relative(await root, real))) {
     throw new RangeError(
       `Cannot use source_path "${sourcePath}": it resolves outside STORAGE_DIR through a symlink`,
     );

@@ -13,6 +13,7 @@ import {
   closeExtractor,
   extractBook,
   IDLE_MS,
+  INLINE_BOOK_BYTES,
   UnreadableBookError,
 } from "../books/extract.ts";
 
@@ -63,6 +64,12 @@ function assertResponsive(maxGapMs: number, elapsedMs: number): void {
     maxGapMs < Math.max(200, elapsedMs / 5),
     `the event loop stalled for ${maxGapMs} ms of a ${elapsedMs} ms extraction`,
   );
+}
+
+/** Paragraphs `Text of <name>.`, more than {@linkcode INLINE_BOOK_BYTES} of them: a worker's book. */
+function overInline(name: string): string {
+  const paragraph = `Text of ${name}.\n\n`;
+  return paragraph.repeat(Math.ceil(INLINE_BOOK_BYTES / paragraph.length) + 1);
 }
 
 /** An HTML book of `chapters` `h2` chapters of ten paragraphs each (~1 KiB per chapter). */
@@ -177,14 +184,15 @@ Deno.test("extractBook() serves concurrent calls, each with its own result", asy
   await inTempDir(async (dir) => {
     const names = ["a", "b", "c"];
     for (const name of names) {
-      await Deno.writeTextFile(join(dir, `${name}.txt`), `Story ${name}\n\nText of ${name}.\n`);
+      // Over INLINE_BOOK_BYTES: each call goes to a worker.
+      await Deno.writeTextFile(join(dir, `${name}.txt`), `Story ${name}\n\n${overInline(name)}`);
     }
     const books = await Promise.all(
       names.map((name) => extractBook(join(dir, `${name}.txt`), signal())),
     );
     assert.deepEqual(books.map((book) => book.title), ["Story a", "Story b", "Story c"]);
     assert.deepEqual(
-      books.map((book) => book.chapters[0].html),
+      books.map((book) => book.chapters[0].html.slice(0, 17)),
       ["<p>Text of a.</p>", "<p>Text of b.</p>", "<p>Text of c.</p>"],
     );
   });
@@ -213,11 +221,19 @@ Deno.test("extractBook() reads a 20 MB text book of 20,000 chapters", async () =
 
 /**
  * Run a script that extracts one book (then calls `closeExtractor()` when `close`), and measure
- * from the extraction's end to the process's exit, in ms.
+ * from the extraction's end to the process's exit, in ms. The book is `text`, or with `linkTo` a
+ * symbolic link to that file.
  */
-async function exitDelayMs(dir: string, close: boolean, text = "Some words.\n"): Promise<number> {
-  const book = join(dir, `book_${text.length}.txt`);
-  await Deno.writeTextFile(book, text);
+async function exitDelayMs(
+  dir: string,
+  close: boolean,
+  text = `Some words.\n\n${overInline("a worker's book")}`,
+  extension = "txt",
+  linkTo?: string,
+): Promise<number> {
+  const book = join(dir, `book_${text.length}.${extension}`);
+  if (linkTo) await Deno.symlink(linkTo, book);
+  else await Deno.writeTextFile(book, text);
   const script = join(dir, `probe_${close}_${text.length}.ts`);
   const module = JSON.stringify(new URL("../books/extract.ts", import.meta.url).href);
   await Deno.writeTextFile(
@@ -266,10 +282,38 @@ Deno.test("extractBook() ends the worker that extracted a big book instead of id
   });
 });
 
+// Issue 11: for a tiny book the worker's round trip cost more than the parse.
+Deno.test("extractBook() reads a plain-text book of INLINE_BOOK_BYTES on the calling thread: no worker idles", async () => {
+  await inTempDir(async (dir) => {
+    const head = "Tiny\n\nSome words";
+    const text = `${head}${".".repeat(INLINE_BOOK_BYTES - head.length)}`;
+    assert.equal(new TextEncoder().encode(text).length, INLINE_BOOK_BYTES);
+    const tinyMs = await exitDelayMs(dir, false, text);
+    assert.ok(tinyMs < IDLE_MS / 2, `exited ${tinyMs} ms after the call: a worker idled`);
+  });
+});
+
+// A /proc file reports size 0 to stat; this process's memory map is more than 4 KiB of text.
+Deno.test("extractBook() sends a book that outgrew its stat size to the worker", async () => {
+  await inTempDir(async (dir) => {
+    assert.equal((await Deno.stat("/proc/self/maps")).size, 0);
+    const grownMs = await exitDelayMs(dir, false, "", "txt", "/proc/self/maps");
+    assert.ok(grownMs >= IDLE_MS - 100, `exited ${grownMs} ms after the call: no worker idled`);
+  });
+});
+
+// Their parsers have inputs a few KiB long that take hundreds of ms (README "Cost per job").
+Deno.test("extractBook() sends a tiny Markdown book to the worker", async () => {
+  await inTempDir(async (dir) => {
+    const tinyMs = await exitDelayMs(dir, false, "# Tiny\n\nSome words.\n", "md");
+    assert.ok(tinyMs >= IDLE_MS - 100, `exited ${tinyMs} ms after the call: no worker idled`);
+  });
+});
+
 Deno.test("closeExtractor() leaves the next extractBook() call working", async () => {
   await inTempDir(async (dir) => {
     const path = join(dir, "again.txt");
-    await Deno.writeTextFile(path, "Again\n\nWords.\n");
+    await Deno.writeTextFile(path, `Again\n\n${overInline("again")}`);
     closeExtractor();
     closeExtractor();
     assert.equal((await extractBook(path, signal())).title, "Again");
