@@ -5,6 +5,7 @@
  * unprivileged user, and its HEALTHCHECK probes `/readyz`.
  */
 import assert from "node:assert/strict";
+import { mainModuleGraph } from "./_module_graph.ts";
 
 const ROOT = new URL("../", import.meta.url);
 
@@ -19,15 +20,7 @@ Deno.test("Dockerfile copies every local module main.ts loads", async () => {
   const copied = lines.filter((l) => /^COPY\s/.test(l)).flatMap((l) =>
     l.trim().split(/\s+/).slice(1, -1).map((src) => src.replace(/^\.\//, "").replace(/\/$/, ""))
   );
-  const info = await new Deno.Command(Deno.execPath(), {
-    args: ["info", "--json", "main.ts"],
-    cwd: ROOT.pathname,
-    stdout: "piped",
-    stderr: "piped",
-  }).output();
-  assert.ok(info.success, new TextDecoder().decode(info.stderr));
-  const modules: Array<{ specifier: string }> = JSON.parse(new TextDecoder().decode(info.stdout))
-    .modules;
+  const { modules } = await mainModuleGraph();
   const local = modules.map((m) => m.specifier).filter((s) => s.startsWith(ROOT.href))
     .map((s) => s.slice(ROOT.href.length));
   // Read at run time, not imported: the migrations.

@@ -8,29 +8,13 @@
  * @module
  */
 import assert from "node:assert/strict";
-
-const ROOT = new URL("../", import.meta.url);
+import { mainModuleGraph, ROOT } from "./_module_graph.ts";
 
 /** Loaded on first use, never at startup: local paths, and npm package names. */
 const LAZY = ["lib/admin.tsx", "lib/admin_pages.tsx", "lib/openapi_document.ts", "npm:busboy"];
 
-interface Dependency {
-  code?: { specifier: string };
-  isDynamic?: boolean;
-}
-
 Deno.test("main.ts loads the dashboard, the OpenAPI document and busboy on first use, not at startup", async () => {
-  const info = await new Deno.Command(Deno.execPath(), {
-    args: ["info", "--json", "main.ts"],
-    cwd: ROOT.pathname,
-    stdout: "piped",
-    stderr: "piped",
-  }).output();
-  assert.ok(info.success, new TextDecoder().decode(info.stderr));
-  const graph: {
-    roots: string[];
-    modules: Array<{ specifier: string; dependencies?: Dependency[] }>;
-  } = JSON.parse(new TextDecoder().decode(info.stdout));
+  const graph = await mainModuleGraph();
   const deps = new Map(graph.modules.map((m) => [m.specifier, m.dependencies ?? []]));
   // `npm:busboy@1.6.0` → `npm:busboy`; a local file → its path in the repository.
   const name = (specifier: string) =>
