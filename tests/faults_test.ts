@@ -165,10 +165,11 @@ dbTest(
       ...ingestion,
       giveBack: (c, job) => (attempts++, ingestion.giveBack(c, job)),
     };
+    const recorded = recordEvents(ctx.events);
     // A short grace: the give-back outlasts it, and must still not count as a stuck run.
     const running = await startConsumer(db, ctx, { queue, abortGraceMs: 300 });
     try {
-      await waitFor("the job claimed", async () => (await jobRow(db, id)).status === "Processing");
+      await waitForClaimHeard(recorded, id);
       proxy.cut(); // the database goes away under the running job
       // stop() throws InFlightError if the give-back never landed.
       const stopped = running.stop(9000).then(() => null, (err: Error) => err);
@@ -185,6 +186,7 @@ dbTest(
       assert.deepEqual(stuck, [], "the run stopped: only its give-back was slow");
     } finally {
       await releaseFifo(fifo);
+      await recorded.stop();
       await pool.end({ timeout: 1 });
       await proxy.close();
     }
@@ -200,9 +202,10 @@ dbTest(
     const fifo = `${ctx.storageDir}/slow.txt`;
     await mkfifo(fifo);
     const id = await insertJob(db, "slow.txt");
+    const recorded = recordEvents(ctx.events);
     const running = await startConsumer(db, ctx);
     try {
-      await waitFor("the job claimed", async () => (await jobRow(db, id)).status === "Processing");
+      await waitForClaimHeard(recorded, id);
       proxy.cut();
       await assert.rejects(running.stop(800), (err: Error) => {
         assert.equal(err.name, "InFlightError");
@@ -212,6 +215,7 @@ dbTest(
       assert.equal((await jobRow(db, id)).status, "Processing");
     } finally {
       await releaseFifo(fifo);
+      await recorded.stop();
       await pool.end({ timeout: 1 });
       await proxy.close();
     }
@@ -416,3 +420,17 @@ dbTest(
     }
   },
 );
+
+// Wait until the consumer has heard its claim's reply (the claim publishes "claimed" once the reply
+// arrives). A row already `Processing` is not enough before a cut: the reply can still be on its
+// way through the proxy, and a cut then loses it, so the consumer never learns it claimed the job
+// (CI stop 15: stop() resolved with no job in flight to give back).
+async function waitForClaimHeard(
+  recorded: { events: { id: string; transition: string }[] },
+  id: string,
+) {
+  await waitFor(
+    "the consumer heard its claim",
+    () => recorded.events.some((e) => e.id === id && e.transition === "claimed"),
+  );
+}
