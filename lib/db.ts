@@ -149,7 +149,9 @@ export async function transaction<T>(
  * Run one statement on a pooled connection reserved for it, cancelling it when `signal` aborts:
  * what {@linkcode transaction} does for a transaction, for a statement that is a transaction of
  * its own (no BEGIN, no COMMIT: one round trip, one commit; issue 11). The cancel is awaited
- * before the connection goes back to the pool, so it never reaches the connection's next user.
+ * before the connection goes back to the pool, so it never reaches the connection's next user; a
+ * connection whose session died under the statement does not go back at all
+ * ({@linkcode sessionGone}).
  *
  * @param sql the pool.
  * @param build makes the statement on the reserved connection (postgres.js sends it when awaited).
@@ -168,6 +170,8 @@ export async function runCancellable<T>(
   signal?.throwIfAborted();
   const reserved = await sql.reserve();
   let cancelling: Promise<unknown> | undefined;
+  // A connection whose session died under the statement is not given back (sessionGone says why).
+  let gone = false;
   try {
     signal?.throwIfAborted();
     const query = build(reserved);
@@ -178,13 +182,14 @@ export async function runCancellable<T>(
     try {
       return await query;
     } catch (err) {
+      gone = sessionGone(err);
       throw signal?.aborted ? signal.reason : err;
     } finally {
       signal?.removeEventListener("abort", onAbort);
       await cancelling;
     }
   } finally {
-    reserved.release();
+    if (!gone) reserved.release();
   }
 }
 
@@ -289,12 +294,79 @@ export function dbFault(err: unknown): DbFault | null {
 }
 
 /**
+ * Whether an error means the query's session is gone: its socket closed or is closing (a
+ * connection exception, SQLSTATE class 08; the server ending the backend, 57P01/57P02; a socket
+ * error), as opposed to an error the session survives (a deadlock, a cancel, a constraint).
+ *
+ * A reserved connection whose session is gone must not be released: postgres.js 3.4.9's
+ * `release()` puts it back among the open connections even after it closed, and the pool's next
+ * query on it never settles (porsager/postgres#1199; measured here: 1 run in 3 of the
+ * lost-connection-mid-save test hung or failed on PostgreSQL 18). Left unreleased, the
+ * connection is moved to the closed ones by the driver itself and reconnects on demand.
+ *
+ * @param err anything thrown by a postgres.js query.
+ * @returns true when the session that ran the query cannot run another.
+ */
+export function sessionGone(err: unknown): boolean {
+  const code = dbFault(err)?.code ?? "";
+  if (/^(08|57P0[12]$|CONNECTION_|E(CONNRESET|PIPE|TIMEDOUT|HOSTUNREACH|NETUNREACH)$)/.test(code)) {
+    return true;
+  }
+  // Deno's node:net words a write to a socket the server closed this way, without a code.
+  return err instanceof Error &&
+    err.message.includes("This socket has been ended by the other party");
+}
+
+/**
  * Retry delay in ms for the `n`th consecutive fault (1-based): 250 ms doubling, capped at `capMs`,
  * with ±20% jitter so instances that failed together do not retry together.
  */
 export function faultDelayMs(n: number, capMs = 5000): number {
   const base = Math.min(capMs, 250 * 2 ** Math.max(0, n - 1));
   return Math.round(Math.min(capMs, base * (0.8 + Math.random() * 0.4)));
+}
+
+/**
+ * Run a fenced settling write (a job's retry, failure or completion), trying again when the
+ * database faults ({@linkcode dbFault}): `tries` tries in all, `faultDelayMs(n, 1000)` apart.
+ *
+ * Why a run's settle needs this: when a statement's session dies (a restart, a terminated
+ * backend), postgres.js 3.4.9 keeps the server's last error on that connection object, and the
+ * first query after it reconnects is rejected with that stale error (57P01 "terminating
+ * connection …") although its new session is fine. The run's next write after a lost save is that
+ * first query often enough (1 run in 3 of the lost-connection-mid-save test on PostgreSQL 18). A
+ * run whose settle throws leaves its job `Processing` until the stale rule takes it.
+ *
+ * Only for writes that are safe to repeat: fenced on the claim (a repeat after a commit whose
+ * reply was lost matches no row and changes nothing) and in a transaction of their own.
+ *
+ * @param write the whole write; called again from scratch after a fault.
+ * @param log where each retried fault is reported (warn).
+ * @param tries at least 1; default 3 (about 0.75 s of delays in all).
+ * @returns what `write` returned.
+ * @throws the last fault, or at once any error that is not a fault.
+ * @example
+ * await retryFaults(() => transaction(sql, log, (tx) => …), log);
+ */
+export async function retryFaults<T>(
+  write: () => Promise<T>,
+  log: Logger,
+  tries = 3,
+): Promise<T> {
+  for (let n = 1;; n++) {
+    try {
+      return await write();
+    } catch (err) {
+      const fault = dbFault(err);
+      if (!fault || n >= tries) throw err;
+      const delayMs = faultDelayMs(n, 1000);
+      log.warn(
+        { err: (err as Error).message, code: fault.code, attempt: n, delayMs },
+        "write faulted; retrying",
+      );
+      await new Promise((resolve) => setTimeout(resolve, delayMs));
+    }
+  }
 }
 
 /**

@@ -41,7 +41,14 @@
  * @module
  */
 import type { QueueDefaults } from "../lib/config.ts";
-import { type Fragment, runCancellable, type Sql, transaction, type TxSql } from "../lib/db.ts";
+import {
+  type Fragment,
+  retryFaults,
+  runCancellable,
+  type Sql,
+  transaction,
+  type TxSql,
+} from "../lib/db.ts";
 import type { JobEvent } from "../lib/events.ts";
 import {
   type ClaimedJob,
@@ -751,22 +758,24 @@ async function settle(
   changes: (sql: TxSql) => TxFragment,
   event: Pick<JobEvent, "transition" | "status" | "attempt" | "error">,
 ): Promise<boolean> {
-  return await transaction(ctx.sql, ctx.log, async (tx) => {
-    const rows = await tx.sql`
+  // A fault (a lost connection) is tried again: the write is fenced (lib/db.ts retryFaults).
+  return await retryFaults(() =>
+    transaction(ctx.sql, ctx.log, async (tx) => {
+      const rows = await tx.sql`
       update ingestion_jobs
       set ${changes(tx.sql)}, claimed_by = null, updated_at = now()
       where id = ${job.id} and status = 'Processing' and attempt_count = ${job.attempt_count}
         and claimed_by = ${job.claimed_by}`;
-    if (rows.count === 0) {
-      ctx.log.warn(
-        { queue: name, id: job.id, transition: event.transition },
-        "settling write matched no row: the claim was lost",
-      );
-      return false;
-    }
-    tx.afterCommit(() => ctx.events.publish({ queue: name, id: job.id, ...event }));
-    return true;
-  });
+      if (rows.count === 0) {
+        ctx.log.warn(
+          { queue: name, id: job.id, transition: event.transition },
+          "settling write matched no row: the claim was lost",
+        );
+        return false;
+      }
+      tx.afterCommit(() => ctx.events.publish({ queue: name, id: job.id, ...event }));
+      return true;
+    }), ctx.log);
 }
 
 // Job errors name files relative to STORAGE_DIR: the absolute layout of the host is not the

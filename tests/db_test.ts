@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { runCancellable, transaction } from "../lib/db.ts";
+import { connect, retryFaults, runCancellable, sessionGone, transaction } from "../lib/db.ts";
 import { createLogger } from "../lib/log.ts";
 import { dbTest, waitFor, within } from "./_db.ts";
 
@@ -140,6 +140,61 @@ dbTest(
     assert.equal(count, 30);
   },
 );
+
+dbTest(
+  "runCancellable() whose session is terminated under it leaves the pool answering (porsager/postgres#1199)",
+  async (db) => {
+    // One connection: the one whose backend dies is the one the next query must get back working.
+    const app = `${db.applicationName}-one`;
+    const pool = connect(db.url, { schema: db.schema, applicationName: app, max: 1 });
+    try {
+      const running = runCancellable(pool, (sql) => sql`select pg_sleep(30)`).then(
+        () => null,
+        (err: Error) => err,
+      );
+      const [{ pid }] = await waitFor("the statement to run", async () => {
+        const rows = await db.sql<{ pid: number }[]>`
+          select pid from pg_stat_activity
+          where application_name = ${app} and query like 'select pg_sleep(30)%'`;
+        return rows.length > 0 ? rows : null;
+      });
+      await db.sql`select pg_terminate_backend(${pid}, 10000)`;
+      const err = await within("the terminated statement", running, 10_000);
+      assert.ok(err && sessionGone(err), `the statement lost its session: ${err}`);
+      // Released after its session died, the connection went back among the open ones and the
+      // next query on it never settled. retryFaults: postgres.js hands the reconnected session's
+      // first query the dead session's last error (lib/db.ts retryFaults says why).
+      const [{ x }] = await within(
+        "the next query on the pool",
+        retryFaults(() => pool<{ x: number }[]>`select 1 as x`, log),
+        10_000,
+      );
+      assert.equal(x, 1);
+    } finally {
+      await pool.end({ timeout: 1 });
+    }
+  },
+);
+
+Deno.test("retryFaults() tries a faulted write again, up to its tries, and nothing else", async () => {
+  const lost = () => Object.assign(new Error("terminating connection"), { code: "57P01" });
+  let calls = 0;
+  assert.equal(
+    await retryFaults(() => ++calls < 3 ? Promise.reject(lost()) : Promise.resolve("ok"), log),
+    "ok",
+  );
+  assert.equal(calls, 3, "two faults, then the write that answered");
+  calls = 0;
+  await assert.rejects(retryFaults(() => (calls++, Promise.reject(lost())), log, 2), /terminating/);
+  assert.equal(calls, 2, "no more than its tries");
+  calls = 0;
+  const bug = new TypeError("not a fault");
+  await assert.rejects(
+    retryFaults(() => (calls++, Promise.reject(bug)), log),
+    (err) => err === bug,
+  );
+  assert.equal(calls, 1, "an error that is not a database fault is not tried again");
+});
 
 Deno.test("guardDriverCloseCrash() survives postgres.js's closed-socket write and nothing else", async () => {
   const script = new URL("./fixtures/driver_crash.ts", import.meta.url).pathname;
