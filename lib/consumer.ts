@@ -21,7 +21,7 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import type { QueueDefaults } from "./config.ts";
 import type { Logger } from "./log.ts";
-import { dbFault, faultDelayMs, type Fragment, type Sql, type TxSql } from "./db.ts";
+import { dbFault, faultDelayMs, type Fragment, sessionGone, type Sql, type TxSql } from "./db.ts";
 import type { QueueLock } from "./lock.ts";
 import { InFlightError, settlesBy } from "./lifecycle.ts";
 import type { Wake } from "./wake.ts";
@@ -60,6 +60,14 @@ export interface QueueStats {
  */
 export type ClaimNext = (sql: Sql | TxSql) => Fragment | null;
 
+/**
+ * Which rows {@linkcode Queue.recoverOrphans} recovers: `"all"` at lock acquisition (every row in
+ * flight is orphaned); `"own"` only this boot id's rows, given back — the sweep after a claim whose
+ * reply was lost, run while the lock is held, when another boot's row may be a standby's live
+ * claim (a lock lost but not yet noticed) and must not be touched.
+ */
+export type OrphanScope = "all" | "own";
+
 /** When a queue's {@linkcode Queue.recover} runs (STYLE.md §4: the queue decides). */
 export type RecoverOn = "claim" | "poll";
 
@@ -78,6 +86,10 @@ export interface ClaimedJob {
  *   Holding the lock proves every row still in flight is orphaned (issue 9): rows claimed by
  *   another boot id follow the queue's crash rule at once (no stale wait); rows claimed by this
  *   boot id were cut off by the lock loss, not a crash, and are given back (attempt not counted).
+ *   With scope `"own"` it gives back this boot id's rows and touches no other: the consumer runs it
+ *   so after a claim whose reply was lost (the session died after the claim could have committed,
+ *   so its job may be `Processing` under this boot id with no run), before its next claim and at
+ *   stop; without it that job waited for the stale rule (10 min) or the next start.
  * - `recover` is the queue's rule for stale rows, and any repair of work whose effects did not
  *   finish. When it runs is the queue's `recoverOn`: `"claim"` (the default) before every claim,
  *   as ADR-022 requires of SSG (any `Running` row seen between jobs is dead); `"poll"` once after
@@ -110,7 +122,7 @@ export interface Queue<J extends ClaimedJob, C extends QueueContext> {
   readonly table: string;
   /** Its settings' env prefix and defaults, read by `parseQueueSettings` (lib/config.ts). */
   readonly defaults: QueueDefaults<number | null>;
-  recoverOrphans(ctx: C, signal: AbortSignal): Promise<void>;
+  recoverOrphans(ctx: C, signal: AbortSignal, scope?: OrphanScope): Promise<void>;
   /** When `recover` runs; `"claim"` when absent. */
   readonly recoverOn?: RecoverOn;
   recover(ctx: C, signal: AbortSignal): Promise<void>;
@@ -225,6 +237,12 @@ export class Consumer<J extends ClaimedJob, C extends QueueContext> {
   #inFlight: InFlight<J> | undefined;
   /** Jobs whose give-back did not commit: in flight under this boot id. */
   readonly #unsettled = new Map<string, InFlight<J>>();
+  /**
+   * A claim (a round's, or one chained into a run's completing statement) whose session died
+   * before its reply came: it may have committed, leaving a job `Processing` under this boot id
+   * that nothing runs. Cleared by a sweep of this boot's rows (`recoverOrphans` scope `"own"`).
+   */
+  #claimUnheard = false;
   #state: ConsumerState = "starting";
   #errors = 0;
   #roundFailures = 0;
@@ -283,15 +301,28 @@ export class Consumer<J extends ClaimedJob, C extends QueueContext> {
       left.givenBack = false;
       await settlesBy(this.#giveBack(left), deadline);
     }
+    // A claim whose reply was lost: give back what it may have claimed, while the lock is held.
+    if (this.#claimUnheard) {
+      const budget = AbortSignal.timeout(Math.max(1, deadline - performance.now()));
+      await settlesBy(this.#sweepUnheard(budget), deadline);
+    }
     await settlesBy(this.#o.lock.release(), deadline);
     this.#state = "stopped";
     // A give-back still waiting (a row lock, a silent socket) has not committed either.
     const waiting = this.#inFlight;
     if (waiting && !waiting.settled) this.#unsettled.set(waiting.job.id, waiting);
-    if (this.#unsettled.size > 0) {
+    if (this.#claimUnheard) {
+      this.#log.error(
+        "a claim's reply was lost and this boot's rows could not be given back: its job, if the " +
+          "claim committed, stays in flight until the next start recovers it",
+      );
+    }
+    if (this.#unsettled.size > 0 || this.#claimUnheard) {
       const ids = this.unsettled;
-      this.#log.error({ ids }, "jobs left in flight: their give-back did not commit");
-      throw new InFlightError(this.#o.queue.name, ids);
+      if (ids.length > 0) {
+        this.#log.error({ ids }, "jobs left in flight: their give-back did not commit");
+      }
+      throw new InFlightError(this.#o.queue.name, ids, this.#claimUnheard);
     }
   }
 
@@ -349,6 +380,7 @@ export class Consumer<J extends ClaimedJob, C extends QueueContext> {
         await queue.recoverOrphans(ctx, active);
         // This boot's own in-flight rows were given back by it.
         this.#unsettled.clear();
+        this.#claimUnheard = false;
         this.#errors = 0;
         return true;
       } catch (err) {
@@ -375,27 +407,40 @@ export class Consumer<J extends ClaimedJob, C extends QueueContext> {
     // aborted or the consumer stops; not while a tick waits (its recovery runs first, in a round
     // of its own).
     const recoversOnTick = queue.recoverOn === "poll";
-    const claimNext = (signal: AbortSignal): ClaimNext => (sql) =>
-      !recoversOnTick || signal.aborted || active.aborted || tick ? null : lock.claimFence(sql);
+    // Whether the last run was handed a chained claim's fence: its statement may have claimed.
+    let chainSent = false;
+    const claimNext = (signal: AbortSignal): ClaimNext => (sql) => {
+      if (!recoversOnTick || signal.aborted || active.aborted || tick) return null;
+      chainSent = true;
+      return lock.claimFence(sql);
+    };
     wake.notify(); // the first round recovers and drains whatever is already queued
     try {
       // A chained job is run even when stopping: it starts aborted and is given back.
       while (chained || await wake.wait(active)) {
         clearTimeout(due);
+        let claiming = false;
         try {
           let job = chained;
           chained = null;
           if (!job) {
+            if (this.#claimUnheard) await this.#sweepUnheard(active);
             if (tick || !recoversOnTick) await queue.recover(ctx, active);
             // Off the claim path: retention runs on the poll tick only.
             if (tick) await queue.prune?.(ctx, active);
             tick = false;
+            claiming = true;
             job = await queue.claim(ctx, lock.claimFence(ctx.sql));
+            claiming = false;
           }
           this.#errors = 0;
           let idle = !job;
           if (job) {
+            chainSent = false;
             const next = await this.#runOne(job, active, claimNext);
+            // A run handed the fence that chained nothing (it failed, threw, was aborted): if its
+            // completing statement was sent, its claim's reply may be what was lost.
+            if (next === undefined && chainSent) this.#claimUnheard = true;
             if (next === undefined) {
               // The end of a job is a wake: the queue drains until a claim comes back empty, and a
               // NOTIFY that arrived meanwhile is already coalesced into this one.
@@ -414,6 +459,8 @@ export class Consumer<J extends ClaimedJob, C extends QueueContext> {
             }
           }
         } catch (err) {
+          // The claim may have committed with its reply lost: sweep before the next claim.
+          if (claiming && sessionGone(err)) this.#claimUnheard = true;
           await this.#backOff("claim round failed; retrying", err, active);
           wake.notify();
         }
@@ -422,6 +469,14 @@ export class Consumer<J extends ClaimedJob, C extends QueueContext> {
       clearInterval(poll);
       clearTimeout(due);
     }
+  }
+
+  // Give back this boot's rows after a claim whose reply was lost (see #claimUnheard). Throws the
+  // database error (the round backs off and sweeps again before its next claim).
+  async #sweepUnheard(signal: AbortSignal): Promise<void> {
+    await this.#o.queue.recoverOrphans(this.#o.ctx, signal, "own");
+    this.#claimUnheard = false;
+    this.#log.info("claim reply was lost; this boot's rows given back");
   }
 
   // One line per failure (the stack at debug), a capped backoff, and a fresh pool after a

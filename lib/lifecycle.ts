@@ -41,9 +41,24 @@ export class InFlightError extends Error {
   /** Ids of the jobs left in flight. */
   readonly ids: readonly string[];
 
-  constructor(queue: string, ids: readonly string[]) {
-    super(`Left ${ids.length} ${queue} job(s) in flight: ${ids.join(", ")}`);
+  /** A claim's reply was lost and could not be resolved: its job, if any, is in flight too. */
+  readonly claimUnheard: boolean;
+
+  /**
+   * @param ids the jobs whose give-back never committed.
+   * @param claimUnheard a claim whose reply was lost may have left one more, id unknown.
+   */
+  constructor(queue: string, ids: readonly string[], claimUnheard = false) {
+    const unheard = "a claim whose reply was lost (its job, if the claim committed, stays in " +
+      "flight until the next start recovers it)";
+    super(
+      ids.length === 0 && claimUnheard
+        ? `Left ${unheard} on the ${queue} queue`
+        : `Left ${ids.length} ${queue} job(s) in flight: ${ids.join(", ")}` +
+          (claimUnheard ? `; and ${unheard}` : ""),
+    );
     this.ids = ids;
+    this.claimUnheard = claimUnheard;
   }
 }
 

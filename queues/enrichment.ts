@@ -30,6 +30,7 @@ import type { JobEvent } from "../lib/events.ts";
 import {
   type ClaimedJob,
   isRunTimeout,
+  type OrphanScope,
   type QueueContext,
   type QueueStats,
 } from "../lib/consumer.ts";
@@ -277,7 +278,11 @@ export async function recover(ctx: EnrichmentContext, _signal: AbortSignal): Pro
  * back, attempt not counted; one claimed by another boot follows the crash rule: `Pending` with the
  * attempt spent, `Failed` at the cap. One transaction.
  */
-export async function recoverOrphans(ctx: EnrichmentContext, _signal: AbortSignal): Promise<void> {
+export async function recoverOrphans(
+  ctx: EnrichmentContext,
+  _signal: AbortSignal,
+  scope: OrphanScope = "all",
+): Promise<void> {
   type Row = { id: string; status: EnrichmentStatus; attempt_count: number };
   const { givenBack, crashed } = await transaction(ctx.sql, ctx.log, async (tx) => {
     const givenBack = await tx.sql<Row[]>`
@@ -290,6 +295,8 @@ export async function recoverOrphans(ctx: EnrichmentContext, _signal: AbortSigna
         and metadata_enrichment_claimed_by = ${ctx.bootId}
       returning id, metadata_enrichment_status as status,
                 metadata_enrichment_attempt_count as attempt_count`;
+    // Scope "own" (a claim whose reply was lost): another boot's row may be a standby's live claim.
+    if (scope === "own") return { givenBack, crashed: [] };
     const crashed = await tx.sql<Row[]>`
       update user_books
       set metadata_enrichment_status = case

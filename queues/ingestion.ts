@@ -54,6 +54,7 @@ import {
   type ClaimedJob,
   type ClaimNext,
   isRunTimeout,
+  type OrphanScope,
   type QueueContext,
   type QueueStats,
   type RecoverOn,
@@ -289,9 +290,15 @@ export async function recover(ctx: IngestionContext, signal: AbortSignal): Promi
  * so database blips never use up a job's attempts. One statement.
  *
  * @param _signal unused: one statement.
+ * @param scope `"own"`: this boot id's rows only (the consumer's sweep after a claim whose reply was
+ *   lost; lib/consumer.ts {@linkcode OrphanScope}).
  * @throws the database error (the consumer retries with backoff).
  */
-export async function recoverOrphans(ctx: IngestionContext, _signal: AbortSignal): Promise<void> {
+export async function recoverOrphans(
+  ctx: IngestionContext,
+  _signal: AbortSignal,
+  scope: OrphanScope = "all",
+): Promise<void> {
   const rows = await ctx.sql<
     { id: string; status: IngestionStatus; attempt_count: number; own: boolean }[]
   >`
@@ -299,6 +306,7 @@ export async function recoverOrphans(ctx: IngestionContext, _signal: AbortSignal
       select id, claimed_by is not distinct from ${ctx.bootId}::uuid as own
       from ingestion_jobs
       where status = 'Processing'
+        ${scope === "own" ? ctx.sql`and claimed_by = ${ctx.bootId}` : ctx.sql``}
       for update
     )
     update ingestion_jobs j

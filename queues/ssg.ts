@@ -261,7 +261,8 @@ export async function recover(ctx: SsgContext, _signal: AbortSignal): Promise<vo
 /**
  * Give back the rows this same boot left `Running`, once each time the consumer takes its lock: a
  * run aborted by a lost lock whose give-back did not land is a shutdown of that run, not a
- * crash. Rows of other boots are left to {@linkcode recover}, which fails them.
+ * crash. Rows of other boots are left to {@linkcode recover}, which fails them. So every scope
+ * (lib/consumer.ts `OrphanScope`) is `"own"` here, and the parameter is not read.
  */
 export async function recoverOrphans(ctx: SsgContext, _signal: AbortSignal): Promise<void> {
   const own = await ctx.sql<SsgJob[]>`

@@ -31,6 +31,7 @@ import type { JobEvent } from "../lib/events.ts";
 import {
   type ClaimedJob,
   isRunTimeout,
+  type OrphanScope,
   type QueueContext,
   type QueueStats,
 } from "../lib/consumer.ts";
@@ -258,6 +259,7 @@ export async function recover(ctx: UserIngestionContext, _signal: AbortSignal): 
 export async function recoverOrphans(
   ctx: UserIngestionContext,
   _signal: AbortSignal,
+  scope: OrphanScope = "all",
 ): Promise<void> {
   const recovered = await transaction(ctx.sql, ctx.log, async (tx) => {
     const givenBack = await tx.sql<{ id: string; attempt_count: number }[]>`
@@ -266,6 +268,8 @@ export async function recoverOrphans(
           claimed_at = null, updated_at = now()
       where status = 'Processing' and claimed_by = ${ctx.bootId}
       returning id, attempt_count`;
+    // Scope "own" (a claim whose reply was lost): another boot's row may be a standby's live claim.
+    if (scope === "own") return { givenBack, requeued: [], failed: [] };
     const requeued = await tx.sql<{ id: string; attempt_count: number }[]>`
       update user_ingestion_jobs
       set status = 'Queued', claimed_by = null, claimed_at = null, run_after = now(),

@@ -2,8 +2,9 @@
  * A small TCP proxy between the worker and PostgreSQL that a test or the chaos matrix controls
  * (issue 9): black-hole the connections of one role (by `application_name`: bytes stop flowing
  * both ways, nothing closes — a NAT that forgot the flow), drop notifications on the way to the
- * client (a pooler that accepts LISTEN and never delivers), or cut everything (close every
- * connection and refuse new ones, as a server that went away).
+ * client (a pooler that accepts LISTEN and never delivers), lose every reply to one role while its
+ * queries still reach the server (a statement commits and its answer never arrives), or cut
+ * everything (close every connection and refuse new ones, as a server that went away).
  *
  * @module
  */
@@ -15,6 +16,8 @@ interface Pipe {
   client: Deno.TcpConn;
   server: Deno.TcpConn;
   blackholed: boolean;
+  /** Server-to-client bytes are dropped; client-to-server still flow. */
+  muted: boolean;
 }
 
 /** A running proxy. */
@@ -23,6 +26,11 @@ export interface PgProxy {
   url: string;
   /** Stop forwarding (without closing) every current connection whose app name matches. */
   blackhole(app: RegExp): number;
+  /**
+   * Drop every reply to current connections whose app name matches, while their queries still
+   * reach the server: what they run commits, and they never hear it (until {@linkcode cut}).
+   */
+  muteReplies(app: RegExp): number;
   /** Drop `NotificationResponse` messages to clients whose app name matches (null: none). */
   dropNotifications(app: RegExp | null): void;
   /** Close every connection and refuse new ones until {@linkcode restore}. */
@@ -81,7 +89,7 @@ export function startProxy(upstreamUrl: string): PgProxy {
     for (;;) {
       const n = await pipe.server.read(buf).catch(() => null);
       if (n === null) break;
-      if (pipe.blackholed) continue;
+      if (pipe.blackholed || pipe.muted) continue;
       const joined = new Uint8Array(pending.length + n);
       joined.set(pending);
       joined.set(buf.subarray(0, n), pending.length);
@@ -133,7 +141,7 @@ export function startProxy(upstreamUrl: string): PgProxy {
         server.close();
         continue;
       }
-      const pipe: Pipe = { app: "", client, server, blackholed: false };
+      const pipe: Pipe = { app: "", client, server, blackholed: false, muted: false };
       pipes.add(pipe);
       clientToServer(pipe);
       serverToClient(pipe);
@@ -149,6 +157,11 @@ export function startProxy(upstreamUrl: string): PgProxy {
     blackhole(app) {
       let n = 0;
       for (const pipe of pipes) if (app.test(pipe.app)) (pipe.blackholed = true, n++);
+      return n;
+    },
+    muteReplies(app) {
+      let n = 0;
+      for (const pipe of pipes) if (app.test(pipe.app)) (pipe.muted = true, n++);
       return n;
     },
     dropNotifications(app) {

@@ -313,6 +313,33 @@ dbTest(
 );
 
 dbTest(
+  "recoverOrphans() scope own gives back this boot's book and leaves another boot's claim alone",
+  async (db) => {
+    const ctx = enrichmentContext(db);
+    const mine = await insertReadyBook(db, [ENGLISH]);
+    const theirs = await insertReadyBook(db, [ENGLISH]);
+    const other = crypto.randomUUID();
+    await setRunning(db, mine, 2, ctx.bootId);
+    await setRunning(db, theirs, MAX_ATTEMPTS, other);
+    await enrichment.recoverOrphans(ctx, new AbortController().signal, "own");
+    const a = await bookRow(db, mine);
+    assert.deepEqual([a.metadata_enrichment_status, a.metadata_enrichment_attempt_count], [
+      "Pending",
+      1,
+    ]);
+    const b = await bookRow(db, theirs);
+    assert.deepEqual(
+      [
+        b.metadata_enrichment_status,
+        b.metadata_enrichment_attempt_count,
+        b.metadata_enrichment_error,
+      ],
+      ["Running", MAX_ATTEMPTS, null],
+    );
+  },
+);
+
+dbTest(
   "retry() brings back only a Failed enrichment, attempts reset, error cleared",
   async (db) => {
     const ctx = enrichmentContext(db);

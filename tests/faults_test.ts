@@ -10,7 +10,10 @@ import { Wake } from "../lib/wake.ts";
 import type { Queue } from "../lib/consumer.ts";
 import * as ingestion from "../queues/ingestion.ts";
 import type { IngestionContext, IngestionJob } from "../queues/ingestion.ts";
-import { dbTest, waitFor } from "./_db.ts";
+import { dbTest, type TestDb, waitFor } from "./_db.ts";
+import type { InFlightError } from "../lib/lifecycle.ts";
+import { extractBook } from "../books/extract.ts";
+import { setTimeout as sleep } from "node:timers/promises";
 import {
   ingestionContext,
   insertJob,
@@ -123,6 +126,26 @@ dbTest(
 );
 
 dbTest(
+  "recoverOrphans() scope own gives back this boot's rows and leaves another boot's claim alone",
+  async (db) => {
+    // The sweep after a claim whose reply was lost: another boot's row may be a standby's live
+    // claim (this consumer's lock lost but not yet noticed).
+    const ctx = await ingestionContext(db);
+    const other = crypto.randomUUID();
+    const [theirs, mine] = await db.sql<{ id: string }[]>`
+    insert into ingestion_jobs (source_path, status, attempt_count, claimed_by, claimed_at)
+    values ('a.txt', 'Processing', 1, ${other}, now()),
+           ('b.txt', 'Processing', 2, ${ctx.bootId}, now())
+    returning id`;
+    await ingestion.recoverOrphans(ctx, AbortSignal.timeout(5000), "own");
+    const t = await jobRow(db, theirs.id);
+    assert.deepEqual([t.status, t.attempt_count, t.claimed_by], ["Processing", 1, other]);
+    const m = await jobRow(db, mine.id);
+    assert.deepEqual([m.status, m.attempt_count, m.claimed_by], ["Queued", 1, null]);
+  },
+);
+
+dbTest(
   "Consumer re-picks a SIGKILLed owner's job at once on taking the lock, not after the stale threshold",
   async (db) => {
     const ctx = await ingestionContext(db); // staleAfterMs: 10 min
@@ -216,6 +239,176 @@ dbTest(
     } finally {
       await releaseFifo(fifo);
       await recorded.stop();
+      await pool.end({ timeout: 1 });
+      await proxy.close();
+    }
+  },
+);
+
+dbTest(
+  "Consumer gives back a job whose claim's reply was lost and runs it at once, the attempt not counted",
+  async (db) => {
+    const proxy = startProxy(db.url);
+    // One pool connection: the claim's is the one whose reply is lost.
+    const pool = connect(proxy.url, { schema: db.schema, applicationName: "t-pool", max: 1 });
+    const ctx = { ...(await ingestionContext(db)), sql: pool };
+    const recorded = recordEvents(ctx.events);
+    const idle = idleQueue();
+    const running = await startConsumer(db, ctx, { queue: idle.queue });
+    try {
+      await warmUp(db, ctx, idle);
+      assert.equal(proxy.muteReplies(/^t-pool$/), 1);
+      const id = await insertJob(db, await writeSource(ctx.storageDir, "book.txt", SMALL_BOOK));
+      // The claim commits; its reply never arrives, and then its connection dies.
+      await waitFor(
+        "the claim committed",
+        async () => (await jobRow(db, id)).status === "Processing",
+      );
+      proxy.cut();
+      await waitFor("the claim round failed", () => running.consumer.roundFailures > 0);
+      proxy.restore();
+      // Without the sweep the job stayed Processing until the stale rule (10 min).
+      await waitFor(
+        "the job completed",
+        () => recorded.events.some((e) => e.id === id && e.transition === "completed"),
+        10_000,
+      );
+      assert.equal((await jobRow(db, id)).attempt_count, 1, "the lost claim's attempt not counted");
+      assert.deepEqual(
+        recorded.events.filter((e) => e.id === id).map((e) => e.transition),
+        ["given_back", "claimed", "completed"],
+      );
+    } finally {
+      await running.stop().catch(() => {});
+      await recorded.stop();
+      await pool.end({ timeout: 1 });
+      await proxy.close();
+    }
+  },
+);
+
+dbTest(
+  "Consumer gives back the job a lost completing statement chained, and runs it at once",
+  async (db) => {
+    const proxy = startProxy(db.url);
+    const pool = connect(proxy.url, { schema: db.schema, applicationName: "t-pool", max: 1 });
+    const base = await ingestionContext(db);
+    // The first run waits at its extraction until the test has muted the pool's replies.
+    const gate = Promise.withResolvers<void>();
+    let runs = 0;
+    const extract = base.extract ?? extractBook;
+    const ctx: IngestionContext = {
+      ...base,
+      sql: pool,
+      extract: async (file, signal) => {
+        if (runs++ === 0) await gate.promise;
+        return await extract(file, signal);
+      },
+    };
+    const recorded = recordEvents(base.events);
+    const idle = idleQueue();
+    const running = await startConsumer(db, ctx, { queue: idle.queue });
+    try {
+      runs = 1; // the warm-up is not gated
+      await warmUp(db, ctx, idle);
+      runs = 0;
+      const first = await insertJob(db, await writeSource(ctx.storageDir, "a.txt", SMALL_BOOK));
+      const second = await insertJob(db, await writeSource(ctx.storageDir, "b.txt", SMALL_BOOK));
+      await waitForClaimHeard(recorded, first);
+      assert.equal(proxy.muteReplies(/^t-pool$/), 1);
+      gate.resolve();
+      // The first job's save commits with the second one's claim chained into it, unheard.
+      await waitFor(
+        "the chained claim committed",
+        async () => (await jobRow(db, second)).status === "Processing",
+      );
+      assert.equal((await jobRow(db, first)).status, "Completed");
+      proxy.cut();
+      await sleep(1500); // the run's settle tries (about 0.75 s) fail against the cut proxy
+      proxy.restore();
+      await waitFor(
+        "the chained job completed",
+        () => recorded.events.some((e) => e.id === second && e.transition === "completed"),
+        10_000,
+      );
+      assert.equal(
+        (await jobRow(db, second)).attempt_count,
+        1,
+        "the lost claim's attempt not counted",
+      );
+      assert.deepEqual(
+        recorded.events.filter((e) => e.id === second).map((e) => e.transition),
+        ["given_back", "claimed", "completed"],
+      );
+    } finally {
+      gate.resolve();
+      await running.stop().catch(() => {});
+      await recorded.stop();
+      await pool.end({ timeout: 1 });
+      await proxy.close();
+    }
+  },
+);
+
+dbTest(
+  "Consumer.stop() throws InFlightError for a claim whose reply was lost while the database is away",
+  async (db) => {
+    const proxy = startProxy(db.url);
+    const pool = connect(proxy.url, { schema: db.schema, applicationName: "t-pool", max: 1 });
+    const ctx = { ...(await ingestionContext(db)), sql: pool };
+    const idle = idleQueue();
+    const running = await startConsumer(db, ctx, { queue: idle.queue });
+    try {
+      await warmUp(db, ctx, idle);
+      assert.equal(proxy.muteReplies(/^t-pool$/), 1);
+      const id = await insertJob(db, await writeSource(ctx.storageDir, "book.txt", SMALL_BOOK));
+      await waitFor(
+        "the claim committed",
+        async () => (await jobRow(db, id)).status === "Processing",
+      );
+      proxy.cut();
+      await waitFor("the claim round failed", () => running.consumer.roundFailures > 0);
+      // The process must not exit as if nothing were left in flight: the row is Processing.
+      await assert.rejects(running.consumer.stop(performance.now() + 800), (err: InFlightError) => {
+        assert.equal(err.name, "InFlightError");
+        assert.equal(err.claimUnheard, true);
+        assert.deepEqual(err.ids, []);
+        assert.match(err.message, /a claim whose reply was lost/);
+        return true;
+      });
+      assert.equal((await jobRow(db, id)).status, "Processing");
+    } finally {
+      await running.listenerSql.end({ timeout: 1 });
+      await pool.end({ timeout: 1 });
+      await proxy.close();
+    }
+  },
+);
+
+dbTest(
+  "Consumer.stop() gives back what a claim whose reply was lost took: Queued, attempt not counted",
+  async (db) => {
+    const proxy = startProxy(db.url);
+    const pool = connect(proxy.url, { schema: db.schema, applicationName: "t-pool", max: 1 });
+    const ctx = { ...(await ingestionContext(db)), sql: pool };
+    const idle = idleQueue();
+    const running = await startConsumer(db, ctx, { queue: idle.queue });
+    try {
+      await warmUp(db, ctx, idle);
+      assert.equal(proxy.muteReplies(/^t-pool$/), 1);
+      const id = await insertJob(db, await writeSource(ctx.storageDir, "book.txt", SMALL_BOOK));
+      await waitFor(
+        "the claim committed",
+        async () => (await jobRow(db, id)).status === "Processing",
+      );
+      proxy.cut();
+      await waitFor("the claim round failed", () => running.consumer.roundFailures > 0);
+      proxy.restore();
+      // A deploy now, with the database back: the job goes back as a shutdown's does (ADR-022).
+      await running.stop(3000);
+      const row = await jobRow(db, id);
+      assert.deepEqual([row.status, row.attempt_count, row.error], ["Queued", 0, null]);
+    } finally {
       await pool.end({ timeout: 1 });
       await proxy.close();
     }
@@ -433,4 +626,35 @@ async function waitForClaimHeard(
     "the consumer heard its claim",
     () => recorded.events.some((e) => e.id === id && e.transition === "claimed"),
   );
+}
+
+// The ingestion queue, counting the times the consumer went idle: `nextDueMs` is the last thing
+// it asks the database before it waits for a wake.
+function idleQueue(): { queue: Queue<IngestionJob, IngestionContext>; count: number } {
+  const idle = {
+    count: 0,
+    queue: {
+      ...ingestion,
+      nextDueMs: async (ctx: IngestionContext) => {
+        const ms = await ingestion.nextDueMs(ctx);
+        idle.count++;
+        return ms;
+      },
+    },
+  };
+  return idle;
+}
+
+// Run one job through the consumer until it waits for the next wake, so the pool's connection is
+// open, has prepared the claim and the completing statement, and has no reply on its way: a muted
+// connection cannot prepare a statement (postgres.js waits for the describe's reply before it
+// executes), and the lost reply must be an execution's.
+async function warmUp(db: TestDb, ctx: IngestionContext, idle: { count: number }): Promise<void> {
+  const before = idle.count;
+  const id = await insertJob(db, await writeSource(ctx.storageDir, "warm-up.txt", SMALL_BOOK));
+  await waitFor(
+    "the warm-up job completed",
+    async () => (await jobRow(db, id)).status === "Completed",
+  );
+  await waitFor("the consumer idle", () => idle.count > before);
 }

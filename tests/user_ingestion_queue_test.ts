@@ -263,6 +263,31 @@ dbTest(
 );
 
 dbTest(
+  "recoverOrphans() scope own gives back this boot's rows and leaves another boot's claim alone",
+  async (db) => {
+    const ctx = await userIngestionContext(db);
+    const mine = await insertUserBook(db, "a.txt");
+    const theirs = await insertUserBook(db, "b.txt");
+    const other = crypto.randomUUID();
+    await db.sql`
+      update user_ingestion_jobs set status = 'Processing', attempt_count = 2,
+        claimed_by = ${ctx.bootId}, claimed_at = now() where id = ${mine.jobId}`;
+    await db.sql`
+      update user_ingestion_jobs set status = 'Processing', attempt_count = ${MAX_ATTEMPTS},
+        claimed_by = ${other}, claimed_at = now() where id = ${theirs.jobId}`;
+    await userIngestion.recoverOrphans(ctx, new AbortController().signal, "own");
+    const a = await userJobRow(db, mine.jobId);
+    assert.deepEqual([a.status, a.attempt_count, a.claimed_by], ["Queued", 1, null]);
+    const b = await userJobRow(db, theirs.jobId);
+    assert.deepEqual([b.status, b.attempt_count, b.claimed_by], [
+      "Processing",
+      MAX_ATTEMPTS,
+      other,
+    ]);
+  },
+);
+
+dbTest(
   "retry() requeues only a Failed job and its book, resetting attempts and error",
   async (db) => {
     const { ctx, job, bookId, jobId } = await claimed(db, "broken.epub", "not a zip");
