@@ -248,24 +248,8 @@ dbTest(
 dbTest(
   "Consumer gives back a job whose claim's reply was lost and runs it at once, the attempt not counted",
   async (db) => {
-    const proxy = startProxy(db.url);
-    // One pool connection: the claim's is the one whose reply is lost.
-    const pool = connect(proxy.url, { schema: db.schema, applicationName: "t-pool", max: 1 });
-    const ctx = { ...(await ingestionContext(db)), sql: pool };
-    const recorded = recordEvents(ctx.events);
-    const idle = idleQueue();
-    const running = await startConsumer(db, ctx, { queue: idle.queue });
+    const { proxy, running, recorded, id, close } = await lostClaim(db);
     try {
-      await warmUp(db, ctx, idle);
-      assert.equal(proxy.muteReplies(/^t-pool$/), 1);
-      const id = await insertJob(db, await writeSource(ctx.storageDir, "book.txt", SMALL_BOOK));
-      // The claim commits; its reply never arrives, and then its connection dies.
-      await waitFor(
-        "the claim committed",
-        async () => (await jobRow(db, id)).status === "Processing",
-      );
-      proxy.cut();
-      await waitFor("the claim round failed", () => running.consumer.roundFailures > 0);
       proxy.restore();
       // Without the sweep the job stayed Processing until the stale rule (10 min).
       await waitFor(
@@ -280,9 +264,7 @@ dbTest(
       );
     } finally {
       await running.stop().catch(() => {});
-      await recorded.stop();
-      await pool.end({ timeout: 1 });
-      await proxy.close();
+      await close();
     }
   },
 );
@@ -353,21 +335,8 @@ dbTest(
 dbTest(
   "Consumer.stop() throws InFlightError for a claim whose reply was lost while the database is away",
   async (db) => {
-    const proxy = startProxy(db.url);
-    const pool = connect(proxy.url, { schema: db.schema, applicationName: "t-pool", max: 1 });
-    const ctx = { ...(await ingestionContext(db)), sql: pool };
-    const idle = idleQueue();
-    const running = await startConsumer(db, ctx, { queue: idle.queue });
+    const { running, id, close } = await lostClaim(db);
     try {
-      await warmUp(db, ctx, idle);
-      assert.equal(proxy.muteReplies(/^t-pool$/), 1);
-      const id = await insertJob(db, await writeSource(ctx.storageDir, "book.txt", SMALL_BOOK));
-      await waitFor(
-        "the claim committed",
-        async () => (await jobRow(db, id)).status === "Processing",
-      );
-      proxy.cut();
-      await waitFor("the claim round failed", () => running.consumer.roundFailures > 0);
       // The process must not exit as if nothing were left in flight: the row is Processing.
       await assert.rejects(running.consumer.stop(performance.now() + 800), (err: InFlightError) => {
         assert.equal(err.name, "InFlightError");
@@ -379,8 +348,7 @@ dbTest(
       assert.equal((await jobRow(db, id)).status, "Processing");
     } finally {
       await running.listenerSql.end({ timeout: 1 });
-      await pool.end({ timeout: 1 });
-      await proxy.close();
+      await close();
     }
   },
 );
@@ -388,29 +356,15 @@ dbTest(
 dbTest(
   "Consumer.stop() gives back what a claim whose reply was lost took: Queued, attempt not counted",
   async (db) => {
-    const proxy = startProxy(db.url);
-    const pool = connect(proxy.url, { schema: db.schema, applicationName: "t-pool", max: 1 });
-    const ctx = { ...(await ingestionContext(db)), sql: pool };
-    const idle = idleQueue();
-    const running = await startConsumer(db, ctx, { queue: idle.queue });
+    const { proxy, running, id, close } = await lostClaim(db);
     try {
-      await warmUp(db, ctx, idle);
-      assert.equal(proxy.muteReplies(/^t-pool$/), 1);
-      const id = await insertJob(db, await writeSource(ctx.storageDir, "book.txt", SMALL_BOOK));
-      await waitFor(
-        "the claim committed",
-        async () => (await jobRow(db, id)).status === "Processing",
-      );
-      proxy.cut();
-      await waitFor("the claim round failed", () => running.consumer.roundFailures > 0);
       proxy.restore();
       // A deploy now, with the database back: the job goes back as a shutdown's does (ADR-022).
       await running.stop(3000);
       const row = await jobRow(db, id);
       assert.deepEqual([row.status, row.attempt_count, row.error], ["Queued", 0, null]);
     } finally {
-      await pool.end({ timeout: 1 });
-      await proxy.close();
+      await close();
     }
   },
 );
@@ -657,4 +611,37 @@ async function warmUp(db: TestDb, ctx: IngestionContext, idle: { count: number }
     async () => (await jobRow(db, id)).status === "Completed",
   );
   await waitFor("the consumer idle", () => idle.count > before);
+}
+
+// A consumer whose pool (one connection) goes through a proxy, warmed up; then a job whose claim
+// commits while its reply is lost, and whose connection is then cut (the proxy stays cut). The
+// caller stops the consumer, then calls `close`.
+async function lostClaim(db: TestDb) {
+  const proxy = startProxy(db.url);
+  const pool = connect(proxy.url, { schema: db.schema, applicationName: "t-pool", max: 1 });
+  const ctx = { ...(await ingestionContext(db)), sql: pool };
+  const recorded = recordEvents(ctx.events);
+  const close = async () => {
+    await recorded.stop();
+    await pool.end({ timeout: 1 });
+    await proxy.close();
+  };
+  const idle = idleQueue();
+  const running = await startConsumer(db, ctx, { queue: idle.queue });
+  try {
+    await warmUp(db, ctx, idle);
+    assert.equal(proxy.muteReplies(/^t-pool$/), 1);
+    const id = await insertJob(db, await writeSource(ctx.storageDir, "book.txt", SMALL_BOOK));
+    await waitFor(
+      "the claim committed",
+      async () => (await jobRow(db, id)).status === "Processing",
+    );
+    proxy.cut();
+    await waitFor("the claim round failed", () => running.consumer.roundFailures > 0);
+    return { proxy, running, recorded, id, close };
+  } catch (err) {
+    await running.stop().catch(() => {});
+    await close();
+    throw err;
+  }
 }
