@@ -302,7 +302,10 @@ export function dbFault(err: unknown): DbFault | null {
  * `release()` puts it back among the open connections even after it closed, and the pool's next
  * query on it never settles (porsager/postgres#1199; measured here: 1 run in 3 of the
  * lost-connection-mid-save test hung or failed on PostgreSQL 18). Left unreleased, the
- * connection is moved to the closed ones by the driver itself and reconnects on demand.
+ * connection is moved to the closed ones by the driver itself and reconnects on demand. It keeps
+ * the dead session's last error, though, which the first request after the reconnect receives
+ * ({@linkcode retryFaults}); when that request is a reservation, the connection is lost to the
+ * pool until its `max_lifetime` (30–60 min; README "A reply lost after a commit").
  *
  * @param err anything thrown by a postgres.js query.
  * @returns true when the session that ran the query cannot run another.
