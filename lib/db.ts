@@ -5,6 +5,7 @@
  *
  * @module
  */
+import { setTimeout as sleep } from "node:timers/promises";
 import postgres from "postgres";
 import type { Logger } from "./log.ts";
 
@@ -367,7 +368,7 @@ export async function retryFaults<T>(
         { err: (err as Error).message, code: fault.code, attempt: n, delayMs },
         "write faulted; retrying",
       );
-      await new Promise((resolve) => setTimeout(resolve, delayMs));
+      await sleep(delayMs);
     }
   }
 }
