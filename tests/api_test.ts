@@ -5,6 +5,7 @@ import { transaction } from "../lib/db.ts";
 import { Lifecycle } from "../lib/lifecycle.ts";
 import * as ingestion from "../queues/ingestion.ts";
 import { ingestionRoutes } from "../queues/ingestion_routes.ts";
+import { testApi } from "./_api.ts";
 import { dbTest, type TestDb, waitFor } from "./_db.ts";
 import {
   ingestionContext,
@@ -324,12 +325,7 @@ dbTest(
         return Promise.resolve(new Hono().get("/flaky", (c) => c.text("loaded")));
       },
     };
-    const app = createApi({
-      token: TOKEN,
-      log: ctx.log,
-      events: ctx.events,
-      lifecycle: new Lifecycle(ctx.log, 2000),
-      health: () => Promise.resolve({}),
+    const app = testApi(ctx, TOKEN, {
       routes: { "/ingestion": ingestionRoutes(ctx) },
       apps: [lazy, flaky],
     });

@@ -1,13 +1,12 @@
 import assert from "node:assert/strict";
-import { createApi } from "../lib/api.ts";
 import { ERROR_RESPONSES } from "../lib/openapi_document.ts";
-import { Lifecycle } from "../lib/lifecycle.ts";
 import { ingestionRoutes } from "../queues/ingestion_routes.ts";
 import { editionRoutes, ssgRoutes } from "../queues/ssg_routes.ts";
 import { autoPublishRoutes } from "../queues/auto_publish_routes.ts";
 import { seoRoutes } from "../queues/seo_backfill_routes.ts";
 import { UNLIMITED_BODY_PATHS, userBookRoutes } from "../queues/user_ingestion_routes.ts";
 import { enrichmentRoutes } from "../queues/enrichment_routes.ts";
+import { testApi } from "./_api.ts";
 import { dbTest } from "./_db.ts";
 import { ingestionContext } from "./_ingestion.ts";
 
@@ -21,12 +20,7 @@ dbTest(
     const ctx = await ingestionContext(db);
     // Every route group main.ts mounts, at the same prefixes (the process-level check that the
     // real worker's document covers them is in tests/admin_browser_test.ts).
-    const app = createApi({
-      token: TOKEN,
-      log: ctx.log,
-      events: ctx.events,
-      lifecycle: new Lifecycle(ctx.log, 2000),
-      health: () => Promise.resolve({}),
+    const app = testApi(ctx, TOKEN, {
       routes: {
         "/ingestion": ingestionRoutes(ctx),
         "/ssg": ssgRoutes(ctx),

@@ -1,8 +1,7 @@
 import assert from "node:assert/strict";
-import { createApi } from "../lib/api.ts";
-import { Lifecycle } from "../lib/lifecycle.ts";
 import * as ssg from "../queues/ssg.ts";
 import { editionRoutes, ssgRoutes } from "../queues/ssg_routes.ts";
+import { testApi } from "./_api.ts";
 import { dbTest, type TestDb } from "./_db.ts";
 import { insertEdition, ssgContext, ssgJob } from "./_ssg.ts";
 
@@ -10,12 +9,7 @@ const TOKEN = "ssg-test-token-0123456789";
 
 async function setup(db: TestDb) {
   const ctx = await ssgContext(db);
-  const app = createApi({
-    token: TOKEN,
-    log: ctx.log,
-    events: ctx.events,
-    lifecycle: new Lifecycle(ctx.log, 2000),
-    health: () => Promise.resolve({}),
+  const app = testApi(ctx, TOKEN, {
     routes: { "/ssg": ssgRoutes(ctx), "/editions": editionRoutes(ctx) },
   });
   const request = async (method: string, path: string) => {

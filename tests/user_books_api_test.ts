@@ -6,10 +6,10 @@
  * @module
  */
 import assert from "node:assert/strict";
-import { createApi, MAX_BODY_BYTES } from "../lib/api.ts";
-import { Lifecycle } from "../lib/lifecycle.ts";
+import { MAX_BODY_BYTES } from "../lib/api.ts";
 import { UNLIMITED_BODY_PATHS, userBookRoutes } from "../queues/user_ingestion_routes.ts";
 import { enrichmentRoutes } from "../queues/enrichment_routes.ts";
+import { testApi } from "./_api.ts";
 import { dbTest, type TestDb } from "./_db.ts";
 import { epubBytes, userIngestionContext } from "./_user_books.ts";
 
@@ -18,12 +18,7 @@ const auth = { authorization: `Bearer ${TOKEN}` };
 
 async function setup(db: TestDb, maxUploadBytes = 1024 * 1024) {
   const ctx = await userIngestionContext(db);
-  const app = createApi({
-    token: TOKEN,
-    log: ctx.log,
-    events: ctx.events,
-    lifecycle: new Lifecycle(ctx.log, 2000),
-    health: () => Promise.resolve({}),
+  const app = testApi(ctx, TOKEN, {
     routes: {
       "/user-books": userBookRoutes(ctx, maxUploadBytes),
       "/enrichment": enrichmentRoutes(ctx),
