@@ -21,11 +21,20 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import type { QueueDefaults } from "./config.ts";
 import type { Logger } from "./log.ts";
-import { dbFault, faultDelayMs, type Fragment, sessionGone, type Sql, type TxSql } from "./db.ts";
+import {
+  dbFault,
+  faultDelayMs,
+  type Fragment,
+  retryFaults,
+  sessionGone,
+  type Sql,
+  transaction,
+  type TxSql,
+} from "./db.ts";
 import type { QueueLock } from "./lock.ts";
 import { InFlightError, settlesBy } from "./lifecycle.ts";
 import type { Wake } from "./wake.ts";
-import type { JobEvents } from "./events.ts";
+import type { JobEvent, JobEvents } from "./events.ts";
 
 /** What every queue's verbs receive. A queue module may extend it with its own settings. */
 export interface QueueContext {
@@ -67,6 +76,44 @@ export type ClaimNext = (sql: Sql | TxSql) => Fragment | null;
  * claim (a lock lost but not yet noticed) and must not be touched.
  */
 export type OrphanScope = "all" | "own";
+
+/**
+ * Settle a claimed job: the queue's fenced write, in a transaction of its own, and its event only
+ * once it has committed (STYLE.md §3). A fence that matches no row means the claim was lost: that
+ * is logged, nothing changes, and the answer is false. A database fault is tried again
+ * (lib/db.ts `retryFaults`; the fence makes a repeat harmless).
+ *
+ * @param write runs the fenced UPDATE (and what must commit with it) and returns how many rows
+ *   the fence matched.
+ * @returns true when the fence matched and the transaction committed.
+ * @throws the last database fault, or any other error at once.
+ * @example
+ * await settleClaim(ctx, "ingestion", job.id, { transition: "failed", status: "Failed", … },
+ *   async (sql) => (await sql`update ingestion_jobs set … where id = ${job.id} and …`).count);
+ */
+export async function settleClaim(
+  ctx: QueueContext,
+  queue: string,
+  id: string,
+  event: Pick<JobEvent, "transition" | "status" | "attempt" | "error">,
+  write: (sql: TxSql) => Promise<number>,
+): Promise<boolean> {
+  return await retryFaults(
+    () =>
+      transaction(ctx.sql, ctx.log, async (tx) => {
+        if ((await write(tx.sql)) === 0) {
+          ctx.log.warn(
+            { queue, id, transition: event.transition },
+            "settling write matched no row: the claim was lost",
+          );
+          return false;
+        }
+        tx.afterCommit(() => ctx.events.publish({ queue, id, ...event }));
+        return true;
+      }),
+    ctx.log,
+  );
+}
 
 /** When a queue's {@linkcode Queue.recover} runs (STYLE.md §4: the queue decides). */
 export type RecoverOn = "claim" | "poll";

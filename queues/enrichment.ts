@@ -25,7 +25,7 @@
  */
 import type OpenAI from "openai";
 import { ConfigError, type QueueDefaults } from "../lib/config.ts";
-import { type Fragment, retryFaults, type Sql, transaction, type TxSql } from "../lib/db.ts";
+import { type Fragment, type Sql, transaction, type TxSql } from "../lib/db.ts";
 import type { JobEvent } from "../lib/events.ts";
 import {
   type ClaimedJob,
@@ -33,6 +33,7 @@ import {
   type OrphanScope,
   type QueueContext,
   type QueueStats,
+  settleClaim,
 } from "../lib/consumer.ts";
 // The engines are loaded on the first run, not at startup (issue 11, memory): their libraries
 // (franc-min, iso-639-3, stopword, syllable; the openai SDK) hold about 30 MB a worker that never
@@ -467,25 +468,13 @@ async function settle(
   changes: (sql: TxSql) => TxFragment,
   event: Pick<JobEvent, "transition" | "status" | "attempt" | "error">,
 ): Promise<boolean> {
-  // A fault (a lost connection) is tried again: the write is fenced (lib/db.ts retryFaults).
-  return await retryFaults(() =>
-    transaction(ctx.sql, ctx.log, async (tx) => {
-      const rows = await tx.sql`
+  return await settleClaim(ctx, name, job.id, event, async (sql) =>
+    (await sql`
       update user_books
-      set ${changes(tx.sql)}, metadata_enrichment_claimed_by = null, updated_at = now()
+      set ${changes(sql)}, metadata_enrichment_claimed_by = null, updated_at = now()
       where id = ${job.id} and metadata_enrichment_status = 'Running'
         and metadata_enrichment_attempt_count = ${job.attempt_count}
-        and metadata_enrichment_claimed_by = ${job.claimed_by}`;
-      if (rows.count === 0) {
-        ctx.log.warn(
-          { queue: name, id: job.id, transition: event.transition },
-          "settling write matched no row: the claim was lost",
-        );
-        return false;
-      }
-      tx.afterCommit(() => ctx.events.publish({ queue: name, id: job.id, ...event }));
-      return true;
-    }), ctx.log);
+        and metadata_enrichment_claimed_by = ${job.claimed_by}`).count);
 }
 
 async function fail(ctx: EnrichmentContext, job: EnrichmentJob, reason: string): Promise<void> {

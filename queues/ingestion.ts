@@ -41,14 +41,7 @@
  * @module
  */
 import type { QueueDefaults } from "../lib/config.ts";
-import {
-  type Fragment,
-  retryFaults,
-  runCancellable,
-  type Sql,
-  transaction,
-  type TxSql,
-} from "../lib/db.ts";
+import { type Fragment, runCancellable, type Sql, transaction, type TxSql } from "../lib/db.ts";
 import type { JobEvent } from "../lib/events.ts";
 import {
   type ClaimedJob,
@@ -58,6 +51,7 @@ import {
   type QueueContext,
   type QueueStats,
   type RecoverOn,
+  settleClaim,
 } from "../lib/consumer.ts";
 import { extractBook, type ExtractedBook, UnreadableBookError } from "../books/extract.ts";
 import { publishAssets, REPAIR_BUDGET_MS, repairAssets } from "./_ingestion_assets.ts";
@@ -766,24 +760,12 @@ async function settle(
   changes: (sql: TxSql) => TxFragment,
   event: Pick<JobEvent, "transition" | "status" | "attempt" | "error">,
 ): Promise<boolean> {
-  // A fault (a lost connection) is tried again: the write is fenced (lib/db.ts retryFaults).
-  return await retryFaults(() =>
-    transaction(ctx.sql, ctx.log, async (tx) => {
-      const rows = await tx.sql`
+  return await settleClaim(ctx, name, job.id, event, async (sql) =>
+    (await sql`
       update ingestion_jobs
-      set ${changes(tx.sql)}, claimed_by = null, updated_at = now()
+      set ${changes(sql)}, claimed_by = null, updated_at = now()
       where id = ${job.id} and status = 'Processing' and attempt_count = ${job.attempt_count}
-        and claimed_by = ${job.claimed_by}`;
-      if (rows.count === 0) {
-        ctx.log.warn(
-          { queue: name, id: job.id, transition: event.transition },
-          "settling write matched no row: the claim was lost",
-        );
-        return false;
-      }
-      tx.afterCommit(() => ctx.events.publish({ queue: name, id: job.id, ...event }));
-      return true;
-    }), ctx.log);
+        and claimed_by = ${job.claimed_by}`).count);
 }
 
 // Job errors name files relative to STORAGE_DIR: the absolute layout of the host is not the

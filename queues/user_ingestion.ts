@@ -26,7 +26,7 @@
  */
 import { join } from "node:path";
 import type { QueueDefaults } from "../lib/config.ts";
-import { type Fragment, retryFaults, type Sql, transaction, type TxSql } from "../lib/db.ts";
+import { type Fragment, type Sql, transaction, type TxSql } from "../lib/db.ts";
 import type { JobEvent } from "../lib/events.ts";
 import {
   type ClaimedJob,
@@ -34,6 +34,7 @@ import {
   type OrphanScope,
   type QueueContext,
   type QueueStats,
+  settleClaim,
 } from "../lib/consumer.ts";
 import { extractBook, type ExtractedBook, UnreadableBookError } from "../books/extract.ts";
 import { resolveSourceFile } from "../books/source_path.ts";
@@ -516,29 +517,19 @@ async function settle(
   bookError: string | null,
   event: Pick<JobEvent, "transition" | "status" | "attempt" | "error">,
 ): Promise<boolean> {
-  // A fault (a lost connection) is tried again: the write is fenced (lib/db.ts retryFaults).
-  return await retryFaults(() =>
-    transaction(ctx.sql, ctx.log, async (tx) => {
-      const rows = await tx.sql`
+  return await settleClaim(ctx, name, job.id, event, async (sql) => {
+    const rows = await sql`
       update user_ingestion_jobs
-      set ${changes(tx.sql)}, claimed_by = null, updated_at = now()
+      set ${changes(sql)}, claimed_by = null, updated_at = now()
       where id = ${job.id} and status = 'Processing' and attempt_count = ${job.attempt_count}
         and claimed_by = ${job.claimed_by}`;
-      if (rows.count === 0) {
-        ctx.log.warn(
-          { queue: name, id: job.id, transition: event.transition },
-          "settling write matched no row: the claim was lost",
-        );
-        return false;
-      }
-      if (bookError !== null) {
-        await tx.sql`
+    if (rows.count > 0 && bookError !== null) {
+      await sql`
         update user_books set status = 'Failed', error = ${bookError}, updated_at = now()
         where id = ${job.user_book_id} and status = 'Processing'`;
-      }
-      tx.afterCommit(() => ctx.events.publish({ queue: name, id: job.id, ...event }));
-      return true;
-    }), ctx.log);
+    }
+    return rows.count;
+  });
 }
 
 async function fail(
