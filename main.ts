@@ -23,38 +23,38 @@ import { Wake } from "./lib/wake.ts";
 import { Listener } from "./lib/listener.ts";
 import { QueueLock } from "./lib/lock.ts";
 import { type ClaimedJob, Consumer, type Queue, type QueueContext } from "./lib/consumer.ts";
-import { createApi, loadOrCreateToken } from "./lib/api.ts";
-import { StatsCache } from "./lib/stats_cache.ts";
-import { createMetrics, metricsRoutes } from "./lib/metrics.ts";
-import type { QueueView } from "./lib/queue_view.ts";
-import * as ingestion from "./queues/ingestion.ts";
-import { ingestionRoutes } from "./queues/ingestion_routes.ts";
-import * as userIngestion from "./queues/user_ingestion.ts";
-import { UNLIMITED_BODY_PATHS, userBookRoutes } from "./queues/user_ingestion_routes.ts";
-import * as enrichment from "./queues/enrichment.ts";
-import { enrichmentRoutes } from "./queues/enrichment_routes.ts";
-import { parseMaxUploadBytes } from "./uploads/multipart.ts";
-import * as ssg from "./queues/ssg.ts";
-import { editionRoutes, ssgRoutes } from "./queues/ssg_routes.ts";
-import * as autoPublish from "./queues/auto_publish.ts";
-import { autoPublishRoutes } from "./queues/auto_publish_routes.ts";
-import * as seo from "./queues/seo_backfill.ts";
-import { seoRoutes } from "./queues/seo_backfill_routes.ts";
+import { createApi, loadOrCreateToken } from "./lib/http/api.ts";
+import { StatsCache } from "./lib/admin/stats_cache.ts";
+import { createMetrics, metricsRoutes } from "./lib/admin/metrics.ts";
+import type { QueueView } from "./lib/admin/queue_view.ts";
+import * as ingestion from "./queues/ingestion/mod.ts";
+import { ingestionRoutes } from "./queues/ingestion/routes.ts";
+import * as userIngestion from "./queues/user_ingestion/mod.ts";
+import { UNLIMITED_BODY_PATHS, userBookRoutes } from "./queues/user_ingestion/routes.ts";
+import * as enrichment from "./queues/enrichment/mod.ts";
+import { enrichmentRoutes } from "./queues/enrichment/routes.ts";
+import { parseMaxUploadBytes } from "./lib/http/multipart.ts";
+import * as ssg from "./queues/ssg/mod.ts";
+import { editionRoutes, ssgRoutes } from "./queues/ssg/routes.ts";
+import * as autoPublish from "./queues/auto_publish/mod.ts";
+import { autoPublishRoutes } from "./queues/auto_publish/routes.ts";
+import * as seo from "./queues/seo_backfill/mod.ts";
+import { seoRoutes } from "./queues/seo_backfill/routes.ts";
 import { BoundedChannel } from "./lib/channel.ts";
 import { Drain } from "./lib/drain.ts";
-import { editionUrl, ping } from "./indexnow/ping.ts";
-import { ingestionView } from "./queues/ingestion_view.ts";
-import { userIngestionView } from "./queues/user_ingestion_view.ts";
-import { enrichmentView } from "./queues/enrichment_view.ts";
-import { ssgView } from "./queues/ssg_view.ts";
-import { autoPublishView } from "./queues/auto_publish_view.ts";
-import { seoView } from "./queues/seo_backfill_view.ts";
+import { editionUrl, ping } from "./queues/auto_publish/indexnow.ts";
+import { ingestionView } from "./queues/ingestion/view.ts";
+import { userIngestionView } from "./queues/user_ingestion/view.ts";
+import { enrichmentView } from "./queues/enrichment/view.ts";
+import { ssgView } from "./queues/ssg/view.ts";
+import { autoPublishView } from "./queues/auto_publish/view.ts";
+import { seoView } from "./queues/seo_backfill/view.ts";
 
 const env = Deno.env.toObject();
 /** Every queue this process consumes; adding one is one line here and one `serve()` below. */
 const QUEUES = [ingestion, ssg, userIngestion, enrichment] as const;
 /**
- * Every queue's admin view, for /admin and /metrics (lib/queue_view.ts): the four consumed here
+ * Every queue's admin view, for /admin and /metrics (lib/admin/queue_view.ts): the four consumed here
  * and the two host-polled ones; one line per queue.
  */
 const VIEWS: QueueView[] = [
@@ -98,7 +98,7 @@ guardDriverCloseCrash(log);
 // through the logger too. Deno.serve's "request.signal aborts on successful responses (legacy
 // behavior)" note, logged once per process whenever a chunked body passed hono's bodyLimit (it
 // reads request.signal), is gone at its cause: deno.json opts into `no-legacy-abort`, where the
-// signal aborts only when the client goes away (review5; tests/process_test.ts).
+// signal aborts only when the client goes away (review5; tests/process/process_test.ts).
 for (const level of ["warn", "error", "log", "info"] as const) {
   console[level] = (...args: unknown[]) =>
     log.warn(
@@ -360,7 +360,7 @@ const app = createApi({
     {
       prefix: "/admin",
       load: async () =>
-        (await import("./lib/admin.tsx")).adminRoutes({
+        (await import("./lib/admin/dashboard.tsx")).adminRoutes({
           token: metricsToken,
           views: VIEWS,
           cache,

@@ -46,16 +46,16 @@ export const GROUPS: ReadonlyArray<readonly [string, ReadonlyArray<string>]> = [
     "hono/streaming",
     "hono/bearer-auth",
   ]],
-  ["lib/openapi.ts (+ @hono/zod-validator)", ["../lib/openapi.ts"]],
-  ["lib/api.ts", ["../lib/api.ts"]],
-  ["lib/stats_cache.ts", ["../lib/stats_cache.ts"]],
+  ["lib/http/openapi.ts (+ @hono/zod-validator)", ["../lib/openapi.ts"]],
+  ["lib/http/api.ts", ["../lib/api.ts"]],
+  ["lib/admin/stats_cache.ts", ["../lib/stats_cache.ts"]],
   ["prom-client", ["prom-client"]],
-  ["lib/metrics.ts", ["../lib/metrics.ts"]],
-  ["queues/ingestion.ts + routes (books/)", [
+  ["lib/admin/metrics.ts", ["../lib/metrics.ts"]],
+  ["queues/ingestion/mod.ts + routes (books/)", [
     "../queues/ingestion.ts",
     "../queues/ingestion_routes.ts",
   ]],
-  ["queues/user_ingestion*.ts, uploads/multipart.ts", [
+  ["queues/user_ingestion*.ts, lib/http/multipart.ts", [
     "../queues/user_ingestion.ts",
     "../queues/user_ingestion_routes.ts",
   ]],
@@ -79,7 +79,7 @@ export const GROUPS: ReadonlyArray<readonly [string, ReadonlyArray<string>]> = [
     "../queues/seo_backfill_view.ts",
   ]],
   ["on first use: busboy (an upload)", ["busboy"]],
-  ["on first use: lib/openapi_document.ts", ["../lib/openapi_document.ts"]],
+  ["on first use: lib/http/openapi_document.ts", ["../lib/openapi_document.ts"]],
   ["on first use: /admin (lib/admin*.tsx, Hono JSX, hono-rate-limiter)", ["../lib/admin.tsx"]],
 ];
 

@@ -8,10 +8,10 @@
 import { strToU8, type Zippable, zipSync } from "fflate";
 import { createLogger } from "../lib/log.ts";
 import { EventHub } from "../lib/events.ts";
-import type { UserIngestionContext, UserIngestionJobRow } from "../queues/user_ingestion.ts";
-import type { EnrichmentContext } from "../queues/enrichment.ts";
-import { type RemoteSettings } from "../enrich/remote.ts";
-import { remoteEngine } from "../queues/enrichment.ts";
+import type { UserIngestionContext, UserIngestionJobRow } from "../queues/user_ingestion/mod.ts";
+import type { EnrichmentContext } from "../queues/enrichment/mod.ts";
+import { type RemoteSettings } from "../queues/enrichment/remote.ts";
+import { remoteEngine } from "../queues/enrichment/mod.ts";
 import type { TestDb } from "./_db.ts";
 import { connect } from "../lib/db.ts";
 import { type ClaimedJob, Consumer, type Queue, type QueueContext } from "../lib/consumer.ts";

@@ -1,0 +1,299 @@
+/**
+ * The plain-text, HTML and Markdown cases of issue 10 (`shared/cases/books/CASES.md`, copied into
+ * `tests/fixtures/cases/`), each with its expected result, and beside each a book built here of the
+ * same kind, so the kind is fixed and not only the file: encodings declared and undeclared,
+ * wrapped headings, contents lists, the Gutenberg frame, bylines, the heading level that divides
+ * an HTML or Markdown book.
+ *
+ * @module
+ */
+import assert from "node:assert/strict";
+import { join } from "node:path";
+import { extractBook, type ExtractedBook, UnreadableBookError } from "../../books/extract.ts";
+
+const CASES = new URL("../fixtures/cases/", import.meta.url);
+
+function extractCase(name: string): Promise<ExtractedBook> {
+  return extractBook(new URL(name, CASES).pathname, new AbortController().signal);
+}
+
+async function extractFrom(name: string, content: string | Uint8Array): Promise<ExtractedBook> {
+  const dir = await Deno.makeTempDir({ prefix: "extract_cases_test_" });
+  try {
+    const path = join(dir, name);
+    if (typeof content === "string") await Deno.writeTextFile(path, content);
+    else await Deno.writeFile(path, content);
+    return await extractBook(path, new AbortController().signal);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+}
+
+function titles(book: ExtractedBook): string[] {
+  return book.chapters.map((chapter) => chapter.title);
+}
+
+function guessed(book: ExtractedBook): string[] {
+  return (book.warnings ?? []).filter((warning) => warning.kind === "encoding_guessed")
+    .map((warning) => warning.message);
+}
+
+Deno.test("r9: a chapter heading that wraps onto a second line keeps its whole title", async () => {
+  const book = await extractCase("r9-wrapped-heading.txt");
+  assert.equal(book.title, "Book");
+  assert.equal(book.author, "A B");
+  assert.deepEqual(book.chapters, [
+    { title: "CHAPTER 1. A long title that wraps onto a second line.", html: "<p>Body one.</p>" },
+    { title: "CHAPTER 2. Short.", html: "<p>Body two.</p>" },
+  ]);
+});
+
+Deno.test("kind of r9: a title on the line under 'CHAPTER I.' or a bare numeral is the title", async () => {
+  const book = await extractFrom(
+    "alice.txt",
+    "CHAPTER I.\nDown the Rabbit-Hole\n\nAlice was tired.\n\nCHAPTER II.\nThe Pool of Tears\n\n" +
+      "Curiouser.\n",
+  );
+  assert.deepEqual(titles(book), [
+    "CHAPTER I. Down the Rabbit-Hole",
+    "CHAPTER II. The Pool of Tears",
+  ]);
+  const worlds = await extractFrom(
+    "worlds.txt",
+    "BOOK ONE\nTHE COMING OF THE MARTIANS\n\nI.\nTHE EVE OF THE WAR.\n\nNo one would have believed.\n\n" +
+      "II.\nTHE FALLING STAR.\n\nThen came the night.\n\nBOOK TWO\nTHE EARTH UNDER THE MARTIANS\n\n" +
+      "I.\nUNDER FOOT.\n\nIn the first book.\n",
+  );
+  // The BOOK headings have nothing under them before their first chapter: no chapter of their own.
+  assert.deepEqual(titles(worlds), [
+    "I. THE EVE OF THE WAR.",
+    "II. THE FALLING STAR.",
+    "I. UNDER FOOT.",
+  ]);
+});
+
+Deno.test("r10: a contents list is no chapter; preface and epilogue are", async () => {
+  const book = await extractCase("r10-toc-then-epilogue.txt");
+  assert.equal(book.title, "Book");
+  assert.deepEqual(book.chapters, [
+    { title: "PREFACE", html: "<p>Preface text.</p>" },
+    { title: "CHAPTER 1. First.", html: "<p>Body one.</p>" },
+    { title: "CHAPTER 2. Last.", html: "<p>Body two.</p>" },
+    { title: "Epilogue", html: "<p>After words.</p>" },
+  ]);
+});
+
+Deno.test("kind of r10: headings named only by the book's contents list are chapters", async () => {
+  const book = await extractFrom(
+    "jekyll.txt",
+    "Contents\n\n STORY OF THE DOOR\n\n SEARCH FOR MR. HYDE\n\n THE LAST NIGHT\n\n\n" +
+      "STORY OF THE DOOR\n\nMr. Utterson the lawyer.\n\nSEARCH FOR MR. HYDE\n\nThat evening.\n\n" +
+      "THE LAST NIGHT\n\nMr. Utterson was sitting.\n",
+  );
+  assert.deepEqual(titles(book), ["STORY OF THE DOOR", "SEARCH FOR MR. HYDE", "THE LAST NIGHT"]);
+  assert.equal(book.chapters[0].html, "<p>Mr. Utterson the lawyer.</p>");
+});
+
+Deno.test("r11: HTML in ISO-8859-1 declared by <meta> is decoded as declared", async () => {
+  const book = await extractCase("r11-latin1.htm");
+  assert.deepEqual(book.chapters, [{ title: "Capítulo I", html: "<p>Año</p>" }]);
+  // Declared, not guessed: no warning.
+  assert.deepEqual(guessed(book), []);
+});
+
+Deno.test("kind of r11: <meta charset>, an XML prolog and a Windows-1251 guess decode Глава", async () => {
+  const cyrillic = (text: string): Uint8Array =>
+    Uint8Array.from(text, (char) => {
+      const code = char.codePointAt(0) as number;
+      // Windows-1251 puts А…я (U+0410…U+044F) at 0xC0…0xFF, and ё at 0xB8.
+      if (code === 0x451) return 0xb8;
+      return code >= 0x410 && code <= 0x44f ? code - 0x410 + 0xc0 : code;
+    });
+  const meta = await extractFrom(
+    "meta.html",
+    cyrillic('<meta charset="windows-1251"><h2>Глава 1</h2><p>Текст</p><h2>Глава 2</h2><p>Ещё</p>'),
+  );
+  assert.deepEqual(titles(meta), ["Глава 1", "Глава 2"]);
+  const prolog = await extractFrom(
+    "prolog.xhtml",
+    cyrillic(
+      '<?xml version="1.0" encoding="windows-1251"?><html><body><p>Привет</p></body></html>',
+    ),
+  );
+  assert.match(prolog.chapters[0].html, /Привет/);
+  const text = "Глава первая\n\nОн вошёл в комнату и сел у окна. Было тихо и темно.\n\n" +
+    "Глава вторая\n\nУтром она пришла снова, и они долго говорили о прошлом.\n";
+  const undeclared = await extractFrom("roman.txt", cyrillic(text.repeat(20)));
+  assert.equal(undeclared.chapters[0].title, "Глава первая");
+  assert.match(undeclared.chapters[0].html, /Он вошёл в комнату/);
+  assert.equal(guessed(undeclared).length, 1, JSON.stringify(undeclared.warnings));
+});
+
+Deno.test("kind of r11: a Windows-1251 guess is read where the non-ASCII text is, past an ASCII preamble", async () => {
+  const cyrillic = (text: string): Uint8Array =>
+    Uint8Array.from(text, (char) => {
+      const code = char.codePointAt(0) as number;
+      if (code === 0x451) return 0xb8;
+      return code >= 0x410 && code <= 0x44f ? code - 0x410 + 0xc0 : code;
+    });
+  // More than 64 KiB of English before the first Russian line: a sample from the start of the
+  // file holds no Cyrillic byte at all, and was guessed Windows-1252.
+  const preamble = "This eBook is for the use of anyone anywhere at no cost and with almost no " +
+    "restrictions whatsoever.\n\n";
+  const text = "Глава первая\n\nОн вошёл в комнату и сел у окна. Было тихо и темно.\n\n" +
+    "Глава вторая\n\nУтром она пришла снова, и они долго говорили о прошлом.\n\n";
+  const bytes = cyrillic(`Roman\n\n${preamble.repeat(700)}${text.repeat(20)}`);
+  assert.ok(bytes.findIndex((byte) => byte >= 0x80) > 64 * 1024);
+  const book = await extractFrom("roman.txt", bytes);
+  assert.deepEqual(guessed(book), ['encoding guessed as "windows-1251" (no encoding declared)']);
+  assert.equal(book.chapters[1].title, "Глава первая");
+});
+
+Deno.test("kind of r11: bytes the declared encoding cannot read are read as UTF-8, with a warning", async () => {
+  // "café" in UTF-8 under a <meta> saying ISO-8859-6, in which 0xA9 means nothing.
+  const book = await extractFrom(
+    "cafe.html",
+    '<meta charset="iso-8859-6"><h2>One</h2><p>café</p><h2>Two</h2><p>thé</p>',
+  );
+  assert.deepEqual(titles(book), ["One", "Two"]);
+  assert.equal(book.chapters[0].html, "<p>café</p>");
+  assert.deepEqual(guessed(book), [
+    'encoding guessed as "utf-8" (declared encoding "iso-8859-6" does not match the bytes)',
+  ]);
+});
+
+Deno.test("r12: '<title>X, by Y' and a 'By Y' heading give title and author; no byline chapter", async () => {
+  const book = await extractCase("r12-byline-h2.html");
+  assert.equal(book.title, "Moby");
+  assert.equal(book.author, "Herman M");
+  assert.deepEqual(book.chapters, [{ title: "Chapter 1", html: "<p>Call me.</p>" }]);
+});
+
+Deno.test("kind of r12: HTML chapters in h3 under h2 volumes split at h3", async () => {
+  const book = await extractFrom(
+    "volumes.html",
+    "<title>Two Volumes</title><h1>Two Volumes</h1><h2>By Ann Author</h2><h2>VOLUME I</h2>" +
+      "<h3>CHAPTER I</h3><p>One.</p><h3>CHAPTER II</h3><p>Two.</p><h2>VOLUME II</h2>" +
+      "<h3>CHAPTER I</h3><p>Three.</p><h3>CHAPTER II</h3><p>Four.</p>",
+  );
+  assert.equal(book.author, "Ann Author");
+  assert.deepEqual(titles(book), ["CHAPTER I", "CHAPTER II", "CHAPTER I", "CHAPTER II"]);
+  const markdown = await extractFrom(
+    "volumes.md",
+    "# Two Volumes\n\n## By Ann Author\n\n## Part One\n\n### Chapter 1\n\nOne.\n\n" +
+      "### Chapter 2\n\nTwo.\n\n## Part Two\n\n### Chapter 3\n\nThree.\n",
+  );
+  assert.equal(markdown.title, "Two Volumes");
+  assert.equal(markdown.author, "Ann Author");
+  assert.deepEqual(titles(markdown), ["Chapter 1", "Chapter 2", "Chapter 3"]);
+});
+
+Deno.test("r14: only the text between the Gutenberg markers is the book", async () => {
+  const book = await extractCase("r14-gutenberg-frame.txt");
+  assert.equal(book.title, "Book");
+  assert.equal(book.author, "A");
+  assert.deepEqual(book.chapters, [{ title: "CHAPTER 1", html: "<p>Body.</p>" }]);
+});
+
+Deno.test("kind of r14: a Gutenberg HTML frame and its header's title and author", async () => {
+  const book = await extractFrom(
+    "framed.html",
+    "<html><head><title>The Project Gutenberg eBook of Walden, by Henry Thoreau</title></head>" +
+      '<body><section class="pg-boilerplate pgheader" id="pg-header"><p>Title: Walden</p>' +
+      "<p>Author: Henry David Thoreau</p></section><p>*** START OF THE PROJECT GUTENBERG EBOOK " +
+      "WALDEN ***</p><h2>ECONOMY</h2><p>When I wrote.</p><h2>READING</h2><p>With a little.</p>" +
+      "<p>*** END OF THE PROJECT GUTENBERG EBOOK WALDEN ***</p><p>Section 1. General Terms of " +
+      "Use and Redistributing Project Gutenberg electronic works</p></body></html>",
+  );
+  assert.equal(book.title, "Walden");
+  assert.equal(book.author, "Henry David Thoreau");
+  assert.deepEqual(book.chapters, [
+    { title: "ECONOMY", html: "<p>When I wrote.</p>" },
+    { title: "READING", html: "<p>With a little.</p>" },
+  ]);
+});
+
+Deno.test("h17: Windows-1252 text is decoded with its curly quotes and umlauts, as a guess", async () => {
+  const book = await extractCase("h17_cp1252.txt");
+  assert.equal(book.title, "Café Stories");
+  assert.deepEqual(book.chapters, [
+    { title: "CHAPTER I", html: "<p>It was “quoted” in München.</p>" },
+  ]);
+  assert.deepEqual(guessed(book), ['encoding guessed as "windows-1252" (no encoding declared)']);
+});
+
+Deno.test("h17: UTF-16LE text and HTML with a byte-order mark are decoded", async () => {
+  const text = await extractCase("h17_utf16le_bom.txt");
+  assert.equal(text.title, "Café Stories");
+  assert.equal(text.author, "Jane Doe");
+  assert.deepEqual(text.chapters, [
+    { title: "CHAPTER I", html: "<p>It was a cold day in München.</p>" },
+  ]);
+  const html = await extractCase("h17_utf16le_bom.html");
+  assert.equal(html.title, "Café");
+  assert.deepEqual(html.chapters, [{ title: "One", html: "<p>Hello München</p>" }]);
+  assert.deepEqual([...guessed(text), ...guessed(html)], []);
+});
+
+Deno.test("kind of h17: UTF-16 without a byte-order mark is detected; binary data is refused", async () => {
+  const utf16 = (text: string, littleEndian: boolean): Uint8Array => {
+    const bytes = new Uint8Array(text.length * 2);
+    const view = new DataView(bytes.buffer);
+    for (let index = 0; index < text.length; index += 1) {
+      view.setUint16(index * 2, text.charCodeAt(index), littleEndian);
+    }
+    return bytes;
+  };
+  const story = "Chapter 1\n\nIt was a cold day in München.\n";
+  for (const littleEndian of [true, false]) {
+    const book = await extractFrom("wide.txt", utf16(story, littleEndian));
+    assert.deepEqual(book.chapters, [
+      { title: "Chapter 1", html: "<p>It was a cold day in München.</p>" },
+    ]);
+    assert.equal(guessed(book).length, 1);
+  }
+  // A PNG header and random-looking bytes: binary, refused as such.
+  const png = new Uint8Array(4096).map((_, index) => (index * 7919) % 251);
+  png.set([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]);
+  await assert.rejects(extractFrom("image.txt", png), (error: unknown) => {
+    assert.ok(error instanceof UnreadableBookError, String(error));
+    assert.match(error.message, /binary data, not text$/);
+    return true;
+  });
+});
+
+Deno.test("h22: a single-spaced contents list inside the Gutenberg frame is no chapter", async () => {
+  const book = await extractCase("h22_gutenberg_toc.txt");
+  assert.equal(book.title, "The Little Test Book");
+  assert.equal(book.author, "Jane Doe");
+  assert.deepEqual(book.chapters, [
+    { title: "CHAPTER I. The Beginning", html: "<p>It began on a Monday.</p>" },
+    { title: "CHAPTER II. The Middle", html: "<p>Things went on.</p>" },
+    { title: "CHAPTER III. The End", html: "<p>And then it stopped.</p>" },
+  ]);
+});
+
+Deno.test("kind of h22: STAVE, Capítulo, Chapitre, Kapitel and bare numerals are chapter levels", async () => {
+  const cases: [string, string[]][] = [
+    ["STAVE I:  MARLEY'S GHOST", ["STAVE I: MARLEY'S GHOST", "STAVE II: THE FIRST SPIRIT"]],
+    ["Capítulo primero. Que trata", ["Capítulo primero. Que trata", "Capítulo II. Donde"]],
+    ["Chapitre premier", ["Chapitre premier", "Chapitre II"]],
+    ["Kapitel 1", ["Kapitel 1", "Kapitel 2"]],
+    ["I. A SCANDAL IN BOHEMIA", ["I. A SCANDAL IN BOHEMIA", "II. THE RED-HEADED LEAGUE"]],
+  ];
+  const second: Record<string, string> = {
+    "STAVE I:  MARLEY'S GHOST": "STAVE II: THE FIRST SPIRIT",
+    "Capítulo primero. Que trata": "Capítulo II. Donde",
+    "Chapitre premier": "Chapitre II",
+    "Kapitel 1": "Kapitel 2",
+    "I. A SCANDAL IN BOHEMIA": "II. THE RED-HEADED LEAGUE",
+  };
+  for (const [first, expected] of cases) {
+    const book = await extractFrom(
+      "styles.txt",
+      `Some Title\n\n${first}\n\nThe first body.\n\nI.\n\nA numbered section, not a chapter.\n\n` +
+        `${second[first]}\n\nThe second body.\n`,
+    );
+    assert.deepEqual(titles(book), expected, first);
+  }
+});
