@@ -7,7 +7,8 @@
 import { createLogger, type Logger } from "../lib/log.ts";
 import { EventHub, type SequencedEvent } from "../lib/events.ts";
 import { connect, type Sql } from "../lib/db.ts";
-import { Consumer, type Queue } from "../lib/consumer.ts";
+import { Consumer } from "../lib/consumer.ts";
+import { type Queue } from "../lib/queue.ts";
 import { QueueLock } from "../lib/lock.ts";
 import { Wake } from "../lib/wake.ts";
 import { listenForWakes } from "../lib/listener.ts";

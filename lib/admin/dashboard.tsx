@@ -23,7 +23,7 @@ import { csrf } from "hono/csrf";
 import { deleteCookie, getSignedCookie, setSignedCookie } from "hono/cookie";
 import { timingSafeEqual } from "hono/utils/buffer";
 import { z } from "zod";
-import type { QueueContext } from "../consumer.ts";
+import type { QueueContext } from "../queue.ts";
 import type { QueueView } from "./queue_view.ts";
 import type { StatsCache } from "./stats_cache.ts";
 import { type EventStreamDeps, streamEvents } from "../http/api.ts";

@@ -7,7 +7,7 @@
  * @module
  */
 import type { Sql } from "../db.ts";
-import type { QueueContext, QueueStats } from "../consumer.ts";
+import type { QueueContext, QueueStats } from "../queue.ts";
 
 /** One job as a list shows it. */
 export interface JobSummary {

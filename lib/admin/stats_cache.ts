@@ -9,7 +9,7 @@
  */
 import type { Sql } from "../db.ts";
 import type { Logger } from "../log.ts";
-import type { QueueStats } from "../consumer.ts";
+import type { QueueStats } from "../queue.ts";
 import type { QueueView, Throughput } from "./queue_view.ts";
 import { type LockHolder, lockHolders } from "../lock.ts";
 

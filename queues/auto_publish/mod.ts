@@ -42,7 +42,7 @@ import { transaction } from "../../lib/db.ts";
 import { ConfigError, parseQueueSettings, type QueueDefaults } from "../../lib/config.ts";
 import type { Logger } from "../../lib/log.ts";
 import type { IndexNowSettings } from "./indexnow.ts";
-import type { QueueContext, QueueStats } from "../../lib/consumer.ts";
+import type { QueueContext, QueueStats } from "../../lib/queue.ts";
 import type { JobEvent } from "../../lib/events.ts";
 import { publishEdition } from "../ssg/mod.ts";
 import { afterMiss, type SettleOutcome, type TokenState } from "../../lib/claim_token.ts";

@@ -34,7 +34,7 @@ import {
   type QueueContext,
   type QueueStats,
   settleClaim,
-} from "../../lib/consumer.ts";
+} from "../../lib/queue.ts";
 // The engines are loaded on the first run, not at startup (issue 11, memory): their libraries
 // (franc-min, iso-639-3, stopword, syllable; the openai SDK) hold about 30 MB a worker that never
 // enriches a book has no use for.

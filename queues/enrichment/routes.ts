@@ -13,7 +13,7 @@ import { Hono } from "hono";
 import { describeRoute, zValidator } from "../../lib/http/openapi.ts";
 import { z } from "zod";
 import { getEnrichment, retry } from "./mod.ts";
-import type { QueueContext } from "../../lib/consumer.ts";
+import type { QueueContext } from "../../lib/queue.ts";
 
 const id = z.string().regex(/^[1-9]\d{0,17}$/, "expected a positive integer id");
 

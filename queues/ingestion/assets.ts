@@ -9,7 +9,7 @@
  *
  * @module
  */
-import type { QueueContext } from "../../lib/consumer.ts";
+import type { QueueContext } from "../../lib/queue.ts";
 import { type AssetResource, removeOtherAssetVersions, writeAssets } from "../../books/assets.ts";
 
 /** Editions repaired per call, so one wake never holds the queue for long. */

@@ -52,7 +52,7 @@ import {
   type QueueStats,
   type RecoverOn,
   settleClaim,
-} from "../../lib/consumer.ts";
+} from "../../lib/queue.ts";
 import { extractBook, type ExtractedBook, UnreadableBookError } from "../../books/extract.ts";
 import { publishAssets, REPAIR_BUDGET_MS, repairAssets } from "./assets.ts";
 import { saveResources } from "./fidelity.ts";

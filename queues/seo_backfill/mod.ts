@@ -44,7 +44,7 @@
 import type { Sql, TxSql } from "../../lib/db.ts";
 import { transaction } from "../../lib/db.ts";
 import type { QueueDefaults } from "../../lib/config.ts";
-import type { QueueContext, QueueStats } from "../../lib/consumer.ts";
+import type { QueueContext, QueueStats } from "../../lib/queue.ts";
 import type { JobEvent } from "../../lib/events.ts";
 import { afterMiss, type SettleOutcome, type TokenState } from "../../lib/claim_token.ts";
 

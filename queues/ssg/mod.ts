@@ -36,7 +36,7 @@ import {
   isRunTimeout,
   type QueueContext,
   type QueueStats,
-} from "../../lib/consumer.ts";
+} from "../../lib/queue.ts";
 // The renderer (htmlparser2, dom-serializer, Hono's JSX: about 6 MB) is loaded by the first
 // render, not at startup (issue 11, memory).
 import { buildsDir, finishBuild, pruneBuilds, startBuild, switchLive } from "../../site/builds.ts";

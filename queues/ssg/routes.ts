@@ -20,7 +20,7 @@ import { Hono } from "hono";
 import { describeRoute, zValidator } from "../../lib/http/openapi.ts";
 import { z } from "zod";
 import { transaction } from "../../lib/db.ts";
-import type { QueueContext } from "../../lib/consumer.ts";
+import type { QueueContext } from "../../lib/queue.ts";
 import { getJob, publishEdition, requestRebuild, retry } from "./mod.ts";
 
 const id = z.string().regex(/^[1-9]\d{0,17}$/, "expected a positive integer id");

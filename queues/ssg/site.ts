@@ -4,7 +4,7 @@
  *
  * @module
  */
-import type { QueueContext } from "../../lib/consumer.ts";
+import type { QueueContext } from "../../lib/queue.ts";
 import type { SiteSource } from "../../site/render.ts";
 
 // A query cancelled (pg_cancel_backend through postgres.js) when `signal` aborts, so a shutdown

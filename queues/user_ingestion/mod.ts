@@ -35,7 +35,7 @@ import {
   type QueueContext,
   type QueueStats,
   settleClaim,
-} from "../../lib/consumer.ts";
+} from "../../lib/queue.ts";
 import { extractBook, type ExtractedBook, UnreadableBookError } from "../../books/extract.ts";
 import { resolveSourceFile } from "../../books/source_path.ts";
 

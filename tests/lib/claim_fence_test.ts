@@ -8,7 +8,7 @@ import assert from "node:assert/strict";
 import { dbTest, type TestDb, waitFor } from "../_db.ts";
 import { QueueLock } from "../../lib/lock.ts";
 import { createLogger } from "../../lib/log.ts";
-import type { ClaimedJob, Queue, QueueContext } from "../../lib/consumer.ts";
+import type { ClaimedJob, Queue, QueueContext } from "../../lib/queue.ts";
 import * as ingestion from "../../queues/ingestion/mod.ts";
 import * as ssg from "../../queues/ssg/mod.ts";
 import * as userIngestion from "../../queues/user_ingestion/mod.ts";

@@ -9,7 +9,7 @@
 import assert from "node:assert/strict";
 import { setTimeout as sleep } from "node:timers/promises";
 import { connect } from "../../lib/db.ts";
-import type { ClaimNext, Queue } from "../../lib/consumer.ts";
+import type { ClaimNext, Queue } from "../../lib/queue.ts";
 import { QueueLock } from "../../lib/lock.ts";
 import * as ingestion from "../../queues/ingestion/mod.ts";
 import type { IngestionContext, IngestionJob } from "../../queues/ingestion/mod.ts";

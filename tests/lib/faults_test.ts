@@ -7,7 +7,7 @@ import { connect } from "../../lib/db.ts";
 import { Listener } from "../../lib/listener.ts";
 import { QueueLock } from "../../lib/lock.ts";
 import { Wake } from "../../lib/wake.ts";
-import type { Queue } from "../../lib/consumer.ts";
+import type { Queue } from "../../lib/queue.ts";
 import * as ingestion from "../../queues/ingestion/mod.ts";
 import type { IngestionContext, IngestionJob } from "../../queues/ingestion/mod.ts";
 import { dbTest, type TestDb, waitFor } from "../_db.ts";
