@@ -262,6 +262,7 @@ export function createMetrics(deps: MetricsDeps): { registry: Registry; stop: ()
       }
     },
   });
+  for (const view of deps.views) view.metrics?.(registry, p);
   return { registry, stop };
 }
 

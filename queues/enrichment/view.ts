@@ -14,7 +14,8 @@ import {
   retryOutcome,
   type Throughput,
 } from "../../lib/admin/queue_view.ts";
-import { name, retry, stats } from "./mod.ts";
+import { Counter, type Registry } from "prom-client";
+import { name, retry, stats, tokensUsed, type TokenTally } from "./mod.ts";
 
 // Newest book first, keyset-paged on the primary key; only books in the queue.
 async function listJobs(sql: Sql, page: JobPage): Promise<JobSummary[]> {
@@ -68,6 +69,38 @@ async function details(sql: Sql, job: Record<string, unknown>): Promise<JobDetai
   }];
 }
 
+/**
+ * `<prefix>enrichment_tokens_total{kind}` (`prompt`, `completion`) and
+ * `<prefix>enrichment_requests_total`: what the provider's `usage` reported, read from the tally
+ * at scrape time.
+ *
+ * @param tally where the runs add up their tokens ({@linkcode tokensUsed} in the worker).
+ */
+export function tokenMetrics(registry: Registry, prefix: string, tally: TokenTally = tokensUsed) {
+  const seen = { prompt: 0, completion: 0, requests: 0 };
+  new Counter({
+    name: `${prefix}enrichment_tokens_total`,
+    help: "Tokens the enrichment provider reported used (its usage field), by kind",
+    labelNames: ["kind"],
+    registers: [registry],
+    collect() {
+      for (const kind of ["prompt", "completion"] as const) {
+        this.inc({ kind }, Math.max(0, tally[kind] - seen[kind]));
+        seen[kind] = Math.max(seen[kind], tally[kind]);
+      }
+    },
+  });
+  new Counter({
+    name: `${prefix}enrichment_requests_total`,
+    help: "Enrichment provider requests answered with a usage field",
+    registers: [registry],
+    collect() {
+      this.inc(Math.max(0, tally.requests - seen.requests));
+      seen.requests = Math.max(seen.requests, tally.requests);
+    },
+  });
+}
+
 /** The metadata enrichment queue's admin view. */
 export const enrichmentView: QueueView = {
   name,
@@ -79,4 +112,5 @@ export const enrichmentView: QueueView = {
   getJob,
   retry: async (ctx, id) => retryOutcome((await retry(ctx, id)) !== null),
   details,
+  metrics: (registry, prefix) => tokenMetrics(registry, prefix),
 };
