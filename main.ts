@@ -41,9 +41,8 @@ import * as autoPublish from "./queues/auto_publish/mod.ts";
 import { autoPublishRoutes } from "./queues/auto_publish/routes.ts";
 import * as seo from "./queues/seo_backfill/mod.ts";
 import { seoRoutes } from "./queues/seo_backfill/routes.ts";
-import { BoundedChannel } from "./lib/channel.ts";
-import { Drain } from "./lib/drain.ts";
-import { editionUrl, ping } from "./queues/auto_publish/indexnow.ts";
+import { OutboxDrain } from "./lib/outbox.ts";
+import { editionUrl, OUTBOX_KIND, ping } from "./queues/auto_publish/indexnow.ts";
 import { ingestionView } from "./queues/ingestion/view.ts";
 import { userIngestionView } from "./queues/user_ingestion/view.ts";
 import { enrichmentView } from "./queues/enrichment/view.ts";
@@ -256,33 +255,33 @@ const ssgCtx = await serve(ssg, () => ({
   siteUrl: config.siteUrl,
 }));
 
-// IndexNow after an auto-publish: post-commit, best effort, through a bounded channel and its
-// hosted drain (ADR-052). Drop-oldest: a ping is worth less than the request path's latency.
+// Post-commit effects (the IndexNow ping after an auto-publish): recorded in the outbox by the
+// transaction they follow, delivered after the commit by one hosted drain under its own advisory
+// lock (lib/outbox.ts). Plumbing, not a queue: not in QUEUES, VIEWS or the dashboard.
 const indexNow = autoPublishSettings.indexNow;
-let announce = (_editionId: string) => {};
-// Bounded channels other than the event hub's, by name: their drops are a metric (ADR-052).
-let channelDrops = (): Record<string, number> => ({});
 if (indexNow) {
-  const pings = new BoundedChannel<string>({
-    capacity: 256,
-    mode: "drop-oldest",
-    name: "indexnow",
-  });
-  const drain = new Drain({
-    name: "indexnow",
-    channel: pings,
+  const outboxWake = new Wake("outbox");
+  const outbox = new OutboxDrain({
+    sql,
     log,
-    handle: async (editionId, signal) => {
-      await ping(indexNow, [editionUrl(indexNow.siteUrl, editionId)], signal);
-      log.info({ edition: editionId }, "indexnow pinged");
+    lock: new QueueLock({ url: url!, schema, queue: "outbox", log }),
+    wake: outboxWake,
+    pollIntervalMs: config.pollIntervalMs,
+    standbyRetryMs: config.standbyRetryMs,
+    handlers: {
+      [OUTBOX_KIND]: async (payload, signal) => {
+        const editionId = String(payload.edition_id);
+        await ping(indexNow, [editionUrl(indexNow.siteUrl, editionId)], signal);
+        log.info({ edition: editionId, version: payload.asset_version }, "indexnow pinged");
+      },
     },
   });
-  drain.start();
-  lifecycle.onStop("drains", "indexnow", async (deadline) => {
-    await drain.stop(Math.max(0, deadline - performance.now()));
+  await listener.listen(`${schema}.outbox`, outboxWake)
+    .catch((err) => fatal(`Cannot listen on channel "${schema}.outbox"`, err));
+  starts.push(() => outbox.start());
+  lifecycle.onStop("drains", "outbox", async (deadline) => {
+    await outbox.stop(Math.max(0, deadline - performance.now()));
   });
-  announce = (editionId) => void pings.tryWrite(editionId);
-  channelDrops = () => ({ indexnow: pings.stats().dropped });
 } else {
   log.info("INDEXNOW_URL unset: auto-publish will not ping IndexNow");
 }
@@ -315,7 +314,7 @@ const { registry } = createMetrics({
   cache,
   events,
   lockHeld: (queue) => locks.get(queue)?.held ?? false,
-  channelDrops: () => ({ events: events.droppedTotal, ...channelDrops() }),
+  channelDrops: () => ({ events: events.droppedTotal }),
   poolMax: { pool: sql.options.max, listener: 1, locks: locks.size },
   listener,
 });
@@ -348,7 +347,7 @@ const app = createApi({
     "/ingestion": ingestionRoutes(ingestionCtx),
     "/ssg": ssgRoutes(ssgCtx),
     "/editions": editionRoutes(ssgCtx),
-    "/auto-publish": autoPublishRoutes({ ...base, announce: (id) => announce(id) }),
+    "/auto-publish": autoPublishRoutes({ ...base, indexNow: indexNow !== null }),
     "/seo": seoRoutes({ ...base, staleAfterMs: seoSettings.staleAfterMs }),
     "/user-books": userBookRoutes(userIngestionCtx, maxUploadBytes),
     "/enrichment": enrichmentRoutes(enrichmentCtx),

@@ -31,6 +31,11 @@ export interface PgProxy {
    * reach the server: what they run commits, and they never hear it (until {@linkcode cut}).
    */
   muteReplies(app: RegExp): number;
+  /**
+   * From the next `COMMIT` a matching client sends on, drop every reply to it: the commit
+   * happens, its answer is lost (until {@linkcode cut}).
+   */
+  muteAfterCommit(app: RegExp): void;
   /** Drop `NotificationResponse` messages to clients whose app name matches (null: none). */
   dropNotifications(app: RegExp | null): void;
   /** Close every connection and refuse new ones until {@linkcode restore}. */
@@ -63,6 +68,7 @@ export function startProxy(upstreamUrl: string): PgProxy {
   const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
   const pipes = new Set<Pipe>();
   let dropFor: RegExp | null = null;
+  let muteCommitFor: RegExp | null = null;
   let refusing = false;
   let dropped = 0;
 
@@ -78,6 +84,15 @@ export function startProxy(upstreamUrl: string): PgProxy {
         first = false;
       }
       if (pipe.blackholed) continue;
+      // A Query or Parse message whose text is COMMIT (a control byte or the statement name's
+      // NUL before it, its own NUL after): its answer and everything after are dropped.
+      if (
+        muteCommitFor?.test(pipe.app) &&
+        /[\0-\x1f]commit\0/i.test(new TextDecoder().decode(chunk))
+      ) {
+        pipe.muted = true;
+        muteCommitFor = null;
+      }
       await writeAll(pipe.server, chunk).catch(() => {});
     }
     close(pipe);
@@ -163,6 +178,9 @@ export function startProxy(upstreamUrl: string): PgProxy {
       let n = 0;
       for (const pipe of pipes) if (app.test(pipe.app)) (pipe.muted = true, n++);
       return n;
+    },
+    muteAfterCommit(app) {
+      muteCommitFor = app;
     },
     dropNotifications(app) {
       dropFor = app;

@@ -64,7 +64,7 @@ const giveBackBody = z.strictObject({ claim_token: claimToken });
 /**
  * Build the auto-publish routes.
  *
- * @param ctx the queue's context (pool, log, events, the post-commit announce).
+ * @param ctx the queue's context (pool, log, events, whether complete records an IndexNow ping).
  * @returns a Hono router to mount under `/internal/auto-publish`.
  */
 export function autoPublishRoutes(ctx: queue.AutoPublishContext): Hono {

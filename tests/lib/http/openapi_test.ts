@@ -25,7 +25,7 @@ dbTest(
         "/ingestion": ingestionRoutes(ctx),
         "/ssg": ssgRoutes(ctx),
         "/editions": editionRoutes(ctx),
-        "/auto-publish": autoPublishRoutes({ ...ctx, announce: () => {} }),
+        "/auto-publish": autoPublishRoutes({ ...ctx, indexNow: false }),
         "/seo": seoRoutes({ ...ctx, staleAfterMs: 3_600_000 }),
         "/user-books": userBookRoutes(ctx, 1024),
         "/enrichment": enrichmentRoutes(ctx),
