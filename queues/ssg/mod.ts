@@ -15,7 +15,7 @@
  * - Running → Failed: {@linkcode run} when the render fails or exceeds `SSG_TIMEOUT_MS` (a hung
  *   render ends Failed, ADR-022 #757), or when a published edition's assets are not written
  *   ({@linkcode MISSING_ASSETS}: the previous build stays live, the editions are named; the asset
- *   write that completes them queues the rebuild, queues/ingestion/assets.ts);
+ *   write that completes the last of them queues the rebuild, queues/ingestion/assets.ts);
  *   {@linkcode recover} for any `Running` row.
  * - Running → Queued: {@linkcode giveBack} on shutdown (attempt not counted, no error text); a
  *   follow-up already `Queued` is coalesced into the given-back job (deleted: the given-back job

@@ -132,3 +132,25 @@ dbTest(
     assert.equal(count, 1, "only the one rebuild that failed");
   },
 );
+
+dbTest(
+  "with several editions lacking assets, only the repair that completes the last one queues the rebuild",
+  async (db) => {
+    const { ctx, ingest, rebuild } = await setup(db);
+    const ids = [];
+    for (let i = 0; i < 3; i++) ids.push(await lagging(db, ctx.storageDir, `Lagging ${i}`));
+    assert.equal((await rebuild()).status, "Failed");
+    // One at a time, as wakes with a small budget would: no rebuild while others still lack.
+    for (const [i, id] of ids.entries()) {
+      await db.sql`
+        update editions set assets_repair_after = now() + interval '1 hour'
+        where id <> ${id} and assets_version <> asset_version`;
+      await db.sql`update editions set assets_repair_after = null where id = ${id}`;
+      assert.equal(await repairAssets(ingest, new AbortController().signal), 1);
+      assert.equal((await queued(db)).length, i === ids.length - 1 ? 1 : 0, `after repair ${i}`);
+    }
+    const claimed = (await ssg.claim(ctx))!;
+    await ssg.run(ctx, claimed, new AbortController().signal);
+    assert.equal((await ssgJob(db, claimed.id)).status, "Completed");
+  },
+);
