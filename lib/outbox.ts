@@ -154,7 +154,6 @@ export class OutboxDrain {
       } catch (err) {
         if (signal.aborted) break;
         failed++;
-        this.#failures++;
         const detail = err instanceof Error ? err.message : String(err);
         const backoff = Math.min(MAX_BACKOFF_MS, 1000 * 2 ** Math.min(row.attempt_count, 22));
         await sql`
@@ -162,6 +161,7 @@ export class OutboxDrain {
           set attempt_count = attempt_count + 1, last_error = ${detail},
               next_attempt_at = now() + ${backoff} * interval '1 millisecond'
           where id = ${row.id}`;
+        this.#failures++;
         log.warn(
           { outbox: row.kind, key: row.dedup_key, err: detail, retryMs: backoff },
           "outbox delivery failed; will try again",
