@@ -15,6 +15,8 @@ export type ProviderAnswer =
   | { kind: "status"; status: number; headers?: Record<string, string>; message?: string }
   /** Headers, then nothing until the client goes away. */
   | { kind: "hold" }
+  /** Not even headers until the client goes away. */
+  | { kind: "silent" }
   /** `text/event-stream` of chat.completion.chunk deltas (the content in `parts`), then [DONE]. */
   | { kind: "sse"; parts: string[]; usage?: Record<string, number> };
 
@@ -62,6 +64,11 @@ export function startProvider(script: ProviderAnswer[]): Provider {
         { error: { message: answer.message ?? `status ${answer.status}`, type: "test" } },
         { status: answer.status, headers: answer.headers },
       );
+    }
+    if (answer.kind === "silent") {
+      await new Promise((resolve) => req.signal.addEventListener("abort", resolve, { once: true }));
+      aborted++;
+      return new Response(null, { status: 504 });
     }
     if (answer.kind === "hold") {
       let timer: ReturnType<typeof setInterval> | undefined;

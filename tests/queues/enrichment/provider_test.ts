@@ -193,6 +193,17 @@ dbTest(
   },
 );
 
+dbTest("a timeout before the answer's headers also says 'timed out after N ms'", async (db) => {
+  const { row, provider } = await runOnce(db, [{ kind: "silent" }], {
+    timeoutMs: 200,
+    maxRetries: 1,
+    backoffMs: 50,
+  });
+  assert.equal(provider.requests.length, 2);
+  assert.equal(row.metadata_enrichment_status, "Pending");
+  assert.match(row.metadata_enrichment_error ?? "", /timed out after 200 ms$/);
+});
+
 dbTest(
   "an admin retry is a new intent: its Idempotency-Key is not the failed attempt's",
   async (db) => {
