@@ -168,7 +168,7 @@ export function remoteEngine(settings: RemoteSettings | null): RemoteEngine | nu
 // --- Read, admin retry (the API's statements) ---
 
 /** A book's enrichment; null when no book has that id. */
-export async function getEnrichment(ctx: QueueContext, id: string): Promise<EnrichmentView | null> {
+export async function getJob(ctx: QueueContext, id: string): Promise<EnrichmentView | null> {
   const [row] = await ctx.sql<
     {
       status: EnrichmentStatus | null;
@@ -212,7 +212,7 @@ export async function retry(ctx: QueueContext, id: string): Promise<EnrichmentVi
     where id = ${id} and metadata_enrichment_status = 'Failed'`;
   if (rows.count === 0) return null;
   ctx.events.publish({ queue: name, id, transition: "retried", status: "Pending", attempt: 0 });
-  return await getEnrichment(ctx, id);
+  return await getJob(ctx, id);
 }
 
 /**

@@ -23,13 +23,13 @@
  *   POST /editions/:id/revert: the edition's SEO fields ← its BeforeSnapshot (then dropped)
  * ```
  *
- * - (none) → Queued: {@linkcode create}. (none) → Running: {@linkcode crew}, so there is no
+ * - (none) → Queued: {@linkcode enqueue}. (none) → Running: {@linkcode crew}, so there is no
  *   `Queued` window in which the poller could claim the crew's job (ADR-022 "Per queue").
  * - Queued → Running: {@linkcode claim}, up to N (1..50), oldest first, SKIP LOCKED; each job
  *   gets its own fresh token and a counted attempt.
  * - Running → Completed: {@linkcode complete} writes the edition's SEO fields, after a
  *   BeforeSnapshot of the originals taken the first time this path changes that edition.
- * - Running → Failed: {@linkcode fail}; {@linkcode sweep} for rows claimed longer than
+ * - Running → Failed: {@linkcode fail}; {@linkcode recover} for rows claimed longer than
  *   `staleAfterMs` ago (default 1 h).
  * - Running → Queued: {@linkcode giveBack} (the poller was stopped; attempt not counted).
  * - Failed → Queued: {@linkcode retry}, the admin retry.
@@ -49,7 +49,7 @@ import type { JobEvent } from "../../lib/events.ts";
 import { afterMiss, type SettleOutcome, type TokenState } from "../../lib/claim_token.ts";
 
 /** Queue name used in logs and events. */
-export const name = "seo";
+export const name = "seo_backfill";
 /** The queue table. */
 export const table = "seo_backfill_jobs";
 /**
@@ -135,7 +135,7 @@ const COLUMNS = [
  *
  * @returns the new row, or null when no edition has that id (nothing is written).
  */
-export async function create(
+export async function enqueue(
   ctx: Pick<SeoContext, "sql">,
   editionId: string,
 ): Promise<SeoJobRow | null> {
@@ -147,7 +147,7 @@ export async function create(
 }
 
 /** Read one job; null when no row has that id. */
-export async function get(sql: Sql | TxSql, id: string): Promise<SeoJobRow | null> {
+export async function getJob(sql: Sql | TxSql, id: string): Promise<SeoJobRow | null> {
   const [row] = await sql<SeoJobRow[]>`
     select ${sql(COLUMNS)} from seo_backfill_jobs where id = ${id}`;
   return row ?? null;
@@ -194,7 +194,7 @@ export async function retry(
     publish(ctx, row, "retried");
     return { outcome: "retried", job: row };
   }
-  const job = await get(ctx.sql, id);
+  const job = await getJob(ctx.sql, id);
   return job ? { outcome: "not_failed", job } : { outcome: "absent" };
 }
 
@@ -224,7 +224,7 @@ export async function stats(sql: Sql): Promise<QueueStats> {
  *
  * @returns the ids failed.
  */
-export async function sweep(
+export async function recover(
   ctx: Pick<SeoContext, "sql" | "events" | "staleAfterMs">,
 ): Promise<string[]> {
   const rows = await ctx.sql<SeoJobRow[]>`
@@ -247,7 +247,7 @@ export async function sweep(
  * @returns the claimed jobs, oldest first, each with its edition and `claim_token`; [] when none.
  */
 export async function claim(ctx: SeoContext, limit: number): Promise<ClaimedSeoJob[]> {
-  await sweep(ctx);
+  await recover(ctx);
   const rows = await ctx.sql<(ClaimedSeoJob & { runnable_for_s: number | null })[]>`
     with picked as (
       select id as picked_id from seo_backfill_jobs

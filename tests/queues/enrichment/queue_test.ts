@@ -105,7 +105,7 @@ dbTest(
     assert.ok(keywords.includes("lighthouse"), JSON.stringify(keywords));
     for (const stopword of ["the", "of", "and", "in", "a"]) assert.ok(!keywords.includes(stopword));
     assert.equal(m.summary, undefined);
-    const view = await enrichment.getEnrichment(ctx, id);
+    const view = await enrichment.getJob(ctx, id);
     assert.deepEqual([view?.status, view?.language, view?.summary], ["Completed", "en", null]);
   },
 );
