@@ -32,7 +32,7 @@ const QUEUES: readonly QueueSetup[] = (await Promise.all([
   import("./queues/ssg/setup.ts"),
   import("./queues/auto_publish/setup.ts"),
   import("./queues/seo_backfill/setup.ts"),
-])).map((module) => module.default as QueueSetup);
+])).map((module) => module.queue as QueueSetup);
 const VIEWS = QUEUES.map((queue) => queue.view);
 let config;
 // Every queue's settings, read now so a bad one stops the worker before anything starts.

@@ -41,7 +41,7 @@ import type { Fragment, Sql, TxSql } from "../../lib/db.ts";
 import { transaction } from "../../lib/db.ts";
 import { ConfigError, parseQueueSettings, type QueueDefaults } from "../../lib/config.ts";
 import type { Logger } from "../../lib/log.ts";
-import type { IndexNowSettings } from "./indexnow.ts";
+import type { IndexNowSettings } from "./_indexnow.ts";
 import type { QueueContext, QueueStats } from "../../lib/queue.ts";
 import type { JobEvent } from "../../lib/events.ts";
 import { publishEdition } from "../ssg/mod.ts";

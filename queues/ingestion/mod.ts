@@ -54,8 +54,8 @@ import {
   settleClaim,
 } from "../../lib/queue.ts";
 import { extractBook, type ExtractedBook, UnreadableBookError } from "../../books/extract.ts";
-import { publishAssets, REPAIR_BUDGET_MS, repairAssets } from "./assets.ts";
-import { saveResources } from "./fidelity.ts";
+import { publishAssets, REPAIR_BUDGET_MS, repairAssets } from "./_assets.ts";
+import { saveResources } from "./_fidelity.ts";
 import { resolveSourceFile } from "../../books/source_path.ts";
 import { resolve as resolvePath } from "node:path";
 

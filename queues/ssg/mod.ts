@@ -40,7 +40,7 @@ import {
 // The renderer (htmlparser2, dom-serializer, Hono's JSX: about 6 MB) is loaded by the first
 // render, not at startup (issue 11, memory).
 import { buildsDir, finishBuild, pruneBuilds, startBuild, switchLive } from "../../site/builds.ts";
-import { siteSource } from "./site.ts";
+import { siteSource } from "./_site.ts";
 
 /** Queue name used in logs, events and the lock key. */
 export const name = "ssg";
