@@ -24,7 +24,7 @@ const METADATA_HEADING =
   /^(?:year|date|published|language|translator|translated by|editor|illustrator)\s*:\s*\S/i;
 
 /** `---` fenced `key: value` lines at the very top (YAML-like front matter). */
-const FRONT_MATTER = /^---[ \t]*\r?\n([\s\S]*?)\r?\n---[ \t]*(?:\r?\n|$)/;
+const FRONT_MATTER = /^---[ \t]*\n([\s\S]*?)\n---[ \t]*(?:\n|$)/;
 
 /**
  * Read a Markdown book into chapters at the heading level that divides it.
@@ -142,7 +142,7 @@ function nextContent(tokens: Token[], index: number): Token | undefined {
 /** `key: value` lines, keys lower-cased, values unquoted; other lines (lists, nesting) ignored. */
 function parseFields(block: string): Map<string, string> {
   const fields = new Map<string, string>();
-  for (const line of block.split(/\r?\n/)) {
+  for (const line of block.split("\n")) {
     const match = /^([A-Za-z][\w-]*)\s*:\s*(.*)$/.exec(line);
     if (match === null) continue;
     const value = collapseWhitespace(match[2].replace(/^(["'])(.*)\1$/, "$2"));

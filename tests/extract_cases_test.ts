@@ -297,3 +297,185 @@ Deno.test("kind of h22: STAVE, Capítulo, Chapitre, Kapitel and bare numerals ar
     assert.deepEqual(titles(book), expected, first);
   }
 });
+
+/** The r20 book's result as its LF file gives it: what every line-end variant must give. */
+const LAMPLIGHTER = {
+  title: "The Lamplighter's Daughter",
+  author: "Edith Marrow",
+  chapters: ["CHAPTER I. THE LADDER", "CHAPTER II. THE FOG", "CHAPTER III. THE LAST LAMP"],
+};
+
+Deno.test("r20: a Gutenberg novel with CRLF line ends reads as its LF file does", async () => {
+  const crlf = await Deno.readFile(new URL("r20-crlf-lines.txt", CASES));
+  const lf = new TextDecoder().decode(crlf).replaceAll("\r\n", "\n");
+  assert.ok(!lf.includes("\r"));
+  const expected = await extractFrom("lf.txt", lf);
+  const book = await extractCase("r20-crlf-lines.txt");
+  assert.deepEqual(
+    { title: book.title, author: book.author, chapters: titles(book) },
+    LAMPLIGHTER,
+  );
+  assert.deepEqual(book.chapters, expected.chapters);
+  // The "Produced by" credits end at the blank line after them, not at the end of the book.
+  assert.doesNotMatch(book.chapters[0].html, /Produced by|candlelight/);
+});
+
+Deno.test("r21: a UTF-8 BOM and CR-only line ends read as the LF file does", async () => {
+  const book = await extractCase("r21-cr-only-bom.txt");
+  assert.deepEqual(
+    { title: book.title, author: book.author, chapters: titles(book) },
+    LAMPLIGHTER,
+  );
+  const lf = await extractFrom(
+    "lf.txt",
+    new TextDecoder().decode(await Deno.readFile(new URL("r21-cr-only-bom.txt", CASES)))
+      .replaceAll("\r", "\n"),
+  );
+  assert.deepEqual(book.chapters, lf.chapters);
+});
+
+Deno.test("kind of r20/r21: every line-based rule reads \\r\\n, \\r and \\n alike", async () => {
+  const book = "The Project Gutenberg eBook of Small Hours, by Ivo Lark\n\nTitle: Small Hours\n" +
+    "        A Night Book\n\nAuthor: Ivo Lark\n\n*** START OF THE PROJECT GUTENBERG EBOOK SMALL " +
+    "HOURS ***\n\nProduced by Somebody\nand a friend\n\nCONTENTS\n\nI. One\nII. Two\n\n" +
+    "CHAPTER I.\nOne\n\nThe first hour.\n\nCHAPTER II.\nTwo\n\nThe second hour.\n\n" +
+    "*** END OF THE PROJECT GUTENBERG EBOOK SMALL HOURS ***\n\nThe licence.\n";
+  const expected = await extractFrom("lf.txt", book);
+  assert.equal(expected.title, "Small Hours: A Night Book");
+  assert.deepEqual(titles(expected), ["CHAPTER I. One", "CHAPTER II. Two"]);
+  for (const end of ["\r\n", "\r"]) {
+    const got = await extractFrom("ends.txt", book.replaceAll("\n", end));
+    assert.deepEqual(got, expected, JSON.stringify(end));
+  }
+});
+
+Deno.test("r22: lone roman numeral lines counting up from I are the chapters", async () => {
+  const book = await extractCase("r22-bare-numerals.txt");
+  assert.equal(book.title, "THE ORCHARD WALL");
+  assert.equal(book.author, "Mary Holloway");
+  assert.deepEqual(titles(book), ["I", "II", "III", "IV"]);
+  assert.match(book.chapters[0].html, /^<p>The orchard wall had stood/);
+  assert.deepEqual(book.warnings, []);
+});
+
+Deno.test("kind of r22: lone numerals divide only as a run from I, and never under CHAPTER headings", async () => {
+  const sections = (numerals: string[]): string =>
+    numerals.map((numeral, index) => `${numeral}\n\nSection ${index + 1} has its own text.\n\n`)
+      .join("");
+  for (const run of [["I", "II", "III"], ["I.", "II.", "III.", "IV.", "V."], ["i", "ii"]]) {
+    const book = await extractFrom("run.txt", `Title\n\n${sections(run)}`);
+    assert.deepEqual(titles(book), run, run.join(","));
+  }
+  // Starting again at I for a second part is still a run.
+  const parts = await extractFrom("parts.txt", `Title\n\n${sections(["I", "II", "I", "II"])}`);
+  assert.deepEqual(titles(parts), ["I", "II", "I", "II"]);
+  // A stray numeral, or numerals that skip, divide nothing.
+  for (const stray of [["I"], ["II", "III"], ["I", "III"], ["IV", "V", "VI"]]) {
+    const book = await extractFrom("stray.txt", `Title\n\n${sections(stray)}`);
+    assert.equal(book.chapters.length, 1, stray.join(","));
+    assert.equal(book.warnings?.[0]?.kind, "no_headings");
+  }
+  // Under CHAPTER headings they number sections and stay in the text.
+  const chaptered = await extractFrom(
+    "chaptered.txt",
+    `Title\n\nCHAPTER 1\n\n${sections(["I", "II"])}CHAPTER 2\n\n${sections(["I", "II"])}`,
+  );
+  assert.deepEqual(titles(chaptered), ["CHAPTER 1", "CHAPTER 2"]);
+  assert.match(chaptered.chapters[0].html, /<p>I<\/p>\n<p>Section 1/);
+});
+
+Deno.test("r23: Chinese 第…回 headings with their couplet titles are the chapters", async () => {
+  const book = await extractCase("r23-cjk-chapters.txt");
+  assert.equal(book.title, "江村记");
+  assert.deepEqual(titles(book), [
+    "第一回 老渔翁江边拾玉 小书生月下题诗",
+    "第二回 访名师书生离乡 遇风雨渔翁留客",
+    "第三回 识古字真相大白 还白玉两家结亲",
+  ]);
+  assert.match(book.chapters[0].html, /^<p>话说江南有一个小村/);
+  assert.deepEqual(book.warnings, []);
+});
+
+Deno.test("kind of r23: 第 + a Chinese or arabic number + 回, 章, 节 or 節, titled or not, in text, Markdown and HTML", async () => {
+  const body = "他走了很久，终于到了城里。";
+  for (
+    const [first, second] of [
+      ["第一章", "第二章"],
+      ["第1章 出发", "第2章 归来"],
+      ["第十九回　宝玉", "第二十回　黛玉"],
+      ["第一節", "第二節"],
+      ["第１节 开始", "第２节 结束"],
+      ["第一百回", "第一百零一回"],
+    ]
+  ) {
+    const text = await extractFrom(
+      "cjk.txt",
+      `书名\n\n${first}\n\n${body}\n\n${second}\n\n${body}\n`,
+    );
+    const expected = [first, second].map((title) => title.replace(/\s+/gu, " "));
+    assert.deepEqual(titles(text), expected, first);
+    const md = await extractFrom(
+      "cjk.md",
+      `# 书名\n\n## ${first}\n\n${body}\n\n## ${second}\n\n${body}\n`,
+    );
+    assert.deepEqual(titles(md), expected, first);
+  }
+  // A sentence that starts with the marker is prose: it has a comma or a full stop.
+  const prose = await extractFrom(
+    "prose.txt",
+    `书名\n\n第一章写的是他的童年，第二章写的是他的晚年。\n\n${body}\n`,
+  );
+  assert.equal(prose.chapters.length, 1);
+  // In HTML the level whose headings read as chapters divides the book, over plain h2 sections.
+  const html = await extractFrom(
+    "cjk.html",
+    `<h1>书名</h1><h2>序</h2><p>${body}</p><h3>第一回 甲</h3><p>${body}</p>` +
+      `<h3>第二回 乙</h3><p>${body}</p><h3>第三回 丙</h3><p>${body}</p><h2>跋</h2><p>${body}</p>`,
+  );
+  assert.deepEqual(titles(html), ["序", "第一回 甲", "第二回 乙", "第三回 丙", "跋"]);
+});
+
+Deno.test("kind of r23: the words for chapter, part and book in the major European languages", async () => {
+  const styles: [string, string][] = [
+    ["CHAPTER ONE", "CHAPTER TWO"],
+    ["Chapitre premier", "Chapitre deuxième"],
+    ["Erstes Kapitel", "Zweites Kapitel"],
+    ["Kapitel 1", "Kapitel 2"],
+    ["Capítulo primero", "Capítulo segundo"],
+    ["Capitolo primo", "Capitolo secondo"],
+    ["Capítulo I", "Capítulo II"],
+    ["Hoofdstuk 1", "Hoofdstuk 2"],
+    ["Rozdział pierwszy", "Rozdział drugi"],
+    ["ГЛАВА ПЕРВАЯ", "ГЛАВА ВТОРАЯ"],
+    ["Глава четвёртая", "Глава пятая"],
+    ["Kapitola 1", "Kapitola 2"],
+  ];
+  const parts: [string, string][] = [
+    ["Livre premier", "Livre deuxième"],
+    ["Erster Teil", "Zweiter Teil"],
+    ["Primera parte", "Segunda parte"],
+    ["Parte prima", "Parte seconda"],
+    ["Livro primeiro", "Livro segundo"],
+    ["Deel 1", "Deel 2"],
+    ["Część pierwsza", "Część druga"],
+    ["Księga I", "Księga II"],
+    ["Часть первая", "Часть вторая"],
+    ["Книга I", "Книга II"],
+  ];
+  const body = "The text of it runs on, as a paragraph does, to its full stop.";
+  for (const [first, second] of styles) {
+    const book = await extractFrom(
+      "words.txt",
+      `Title\n\n${first}\n\n${body}\n\nI.\n\n${body}\n\n${second}\n\n${body}\n`,
+    );
+    assert.deepEqual(titles(book), [first, second], first);
+  }
+  for (const [first, second] of parts) {
+    // A part over its first chapter is no chapter; a part with text under it is one.
+    const book = await extractFrom(
+      "parts.txt",
+      `Title\n\n${first}\n\n${body}\n\n${second}\n\nChapter 1\n\n${body}\n`,
+    );
+    assert.deepEqual(titles(book), [first, "Chapter 1"], first);
+  }
+});
