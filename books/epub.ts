@@ -230,10 +230,13 @@ export function extractEpub(bytes: Uint8Array, path: string, signal: AbortSignal
     links.resources(),
     (svg) => new TextEncoder().encode(sanitizeSvgFile(svgText(svg))),
   );
+  const rights = list(metadata, "rights").map((node) => collapseWhitespace(text(node)))
+    .filter((value) => value !== "");
   return {
     format: "epub",
     title,
     author: readAuthor(metadata),
+    licence: rights.length === 0 ? null : rights.join("\n"),
     language,
     direction: readDirection(attribute(spineNode, "page-progression-direction"), language),
     warnings,

@@ -41,6 +41,7 @@ export function renderDocument(
   let title: string | null = label;
   let ownTitle: string | null = null;
   let wrapper: { name: string; attribs: Record<string, string> } | null = null;
+  let restore: (() => void) | null = null;
   if (page.kind === "svg") {
     const svg = DomUtils.findOne((element) => element.name === "svg", root);
     nodes = svg === null ? [] : [svg];
@@ -59,9 +60,9 @@ export function renderDocument(
       const headingText = headingTitle(heading);
       if (title === null && headingText !== "") {
         title = headingText;
-        removeKeepingIds(heading);
+        restore = removeKeepingIds(heading);
       } else if (title !== null && comparable(headingText) === comparable(title)) {
-        removeKeepingIds(heading);
+        restore = removeKeepingIds(heading);
       }
     }
     // The document's language and direction, where they differ from the book's, stay on a wrapper.
@@ -77,7 +78,13 @@ export function renderDocument(
     title = ownTitle;
   }
   links.rewrite(nodes, page.path);
-  return { title: title ?? "", ...sanitizeNodes(nodes, wrapper) };
+  const rendered = sanitizeNodes(nodes, wrapper);
+  // A page that shows only its heading (a part's title page) shows that heading: it is a chapter.
+  if (rendered.blank && restore !== null) {
+    restore();
+    return { title: title ?? "", ...sanitizeNodes(nodes, wrapper) };
+  }
+  return { title: title ?? "", ...rendered };
 }
 
 /**

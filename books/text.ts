@@ -139,7 +139,14 @@ export function extractText(source: string, path: string, signal: AbortSignal): 
       message: "No chapter headings found: the book is one chapter",
     });
   }
-  return { format: "text", title, author: frame.author ?? front.author, chapters, warnings };
+  return {
+    format: "text",
+    title,
+    author: frame.author ?? front.author,
+    chapters,
+    warnings,
+    licence: frame.licence,
+  };
 }
 
 /** The paragraph as a heading, when it is one (by its style, or named by the contents); else `null`. */

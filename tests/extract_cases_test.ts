@@ -479,3 +479,216 @@ Deno.test("kind of r23: the words for chapter, part and book in the major Europe
     assert.deepEqual(titles(book), [first, "Chapter 1"], first);
   }
 });
+
+/** Every `href` in a chapter's html. */
+function hrefs(html: string): string[] {
+  return [...html.matchAll(/\shref="([^"]*)"/g)].map((match) => match[1]);
+}
+
+/** The links of the chapters that name a file or id the book's chapters do not have. */
+function brokenLinks(book: ExtractedBook): string[] {
+  const ids = book.chapters.map((chapter) =>
+    new Set([...chapter.html.matchAll(/\sid="([^"]*)"/g)].map((match) => match[1]))
+  );
+  return book.chapters.flatMap((chapter, index) =>
+    hrefs(chapter.html).filter((href) => {
+      if (/^[a-z][a-z0-9+.-]*:/i.test(href)) return false;
+      const match = /^(?:(\d+)\.html)?(?:#(.*))?$/.exec(href);
+      if (match === null) return true;
+      const target = match[1] === undefined ? index : Number(match[1]) - 1;
+      return ids[target] === undefined || (match[2] !== undefined && !ids[target].has(match[2]));
+    }).map((href) => `${index + 1}.html: ${href}`)
+  );
+}
+
+Deno.test("r24: links to ids in other chapters point at the chapter file that holds them", async () => {
+  const book = await extractCase("r24-cross-chapter-anchor.html");
+  assert.deepEqual(titles(book), [
+    "CHAPTER I. THE GATE",
+    "CHAPTER II. THE KEEPER",
+    "CHAPTER III. THE FROST",
+  ]);
+  const [one, two, three] = book.chapters.map((chapter) => chapter.html);
+  assert.deepEqual(hrefs(one), ["3.html#note1"]);
+  assert.deepEqual(hrefs(two), ["1.html#ch1"]);
+  assert.deepEqual(hrefs(three), ["#note1", "1.html#ref1"]);
+  // The empty anchor before a heading, and the heading's own id, stay with that heading.
+  assert.match(one, /^<a id="ch1"><\/a>/);
+  assert.match(two, /^<span id="ch2"><\/span>/);
+  assert.match(three, /^<a id="ch3"><\/a>/);
+  assert.doesNotMatch(two, /id="ch3"/);
+  assert.deepEqual(brokenLinks(book), []);
+  assert.deepEqual(book.warnings, []);
+});
+
+Deno.test("kind of r24: every internal link lands, in HTML and Markdown; a link out of the book is text, with a warning", async () => {
+  // Chapters × targets: each chapter links to an id in every chapter (a heading's, an anchor's,
+  // a paragraph's), to the book's own file by name, to a missing id and to a sibling file.
+  for (const count of [2, 3, 5]) {
+    const chapters = Array.from({ length: count }, (_, i) => i + 1);
+    const links = chapters.map((j) =>
+      `<a href="#h${j}">h${j}</a> <a href="#p${j}">p${j}</a> <a href="book.html#a${j}">a${j}</a>`
+    ).join(" ");
+    const html = chapters.map((i) =>
+      `<a id="a${i}"></a>\n<h2 id="h${i}">Chapter ${i}</h2><p id="p${i}">Text ${i}. ${links}</p>` +
+      `<p><a href="#gone">gone</a> <a href="other.html#x">other</a></p>`
+    ).join("\n");
+    const book = await extractFrom("book.html", `<h1>Book</h1>${html}`);
+    assert.equal(book.chapters.length, count);
+    assert.deepEqual(brokenLinks(book), []);
+    for (const [index, chapter] of book.chapters.entries()) {
+      const expected = chapters.flatMap((j) => {
+        const file = j === index + 1 ? "" : `${j}.html`;
+        return [`${file}#h${j}`, `${file}#p${j}`, `${file}#a${j}`];
+      });
+      assert.deepEqual(hrefs(chapter.html), expected, `chapter ${index + 1} of ${count}`);
+      // The removed links keep their text.
+      assert.match(chapter.html, /<a>gone<\/a> <a>other<\/a>/);
+    }
+    assert.deepEqual(
+      (book.warnings ?? []).map((warning) => warning.message),
+      [
+        'Link target "#gone" is not in the book; the link was removed',
+        'Link target "other.html" is not in the book; the link was removed',
+      ],
+    );
+  }
+  const markdown = await extractFrom(
+    "book.md",
+    '# Book\n\n## One\n\nSee <a id="n1"></a>[the note](#n2) and [far](elsewhere.md).\n\n' +
+      '## Two\n\n<p id="n2">The note. <a href="#n1">Back</a></p>\n',
+  );
+  assert.deepEqual(markdown.chapters.map((chapter) => hrefs(chapter.html)), [["2.html#n2"], [
+    "1.html#n1",
+  ]]);
+  assert.deepEqual(brokenLinks(markdown), []);
+  assert.equal(markdown.warnings?.length, 1);
+});
+
+Deno.test("r27: the heading level that holds the text divides the book; parts open their first chapter", async () => {
+  const book = await extractCase("r27-heading-level-varies.html");
+  assert.equal(book.title, "The Salt Road");
+  assert.equal(book.author, "Agnes Pell");
+  assert.deepEqual(titles(book), ["The Well", "The Pedlar", "The Map", "The Marsh", "The Sea"]);
+  const tops = book.chapters.map((chapter) => /^<h2>([^<]*)<\/h2>/.exec(chapter.html)?.[1]);
+  assert.deepEqual(tops, [
+    "Part One: Inland",
+    undefined,
+    undefined,
+    "Part Two: Coastward",
+    undefined,
+  ]);
+  assert.match(book.chapters[0].html, /<p>The village had one well/);
+  assert.deepEqual(book.warnings, []);
+});
+
+Deno.test("kind of r27: part levels over chapter levels, in HTML and Markdown, plain or numbered", async () => {
+  for (const [partLevel, chapterLevel] of [[2, 3], [1, 2], [2, 4], [3, 4]]) {
+    for (const numbered of [false, true]) {
+      const name = (i: number): string => numbered ? `Chapter ${i}. Name ${i}` : `Name ${i}`;
+      let html = partLevel > 1 ? "<h1>Title</h1>" : "";
+      let md = partLevel > 1 ? "# Title\n\n" : "";
+      let chapter = 0;
+      for (const [part, size] of [["First", 2], ["Second", 3], ["Third", 1]] as const) {
+        html += `<h${partLevel}>Part ${part}</h${partLevel}>`;
+        md += `${"#".repeat(partLevel)} Part ${part}\n\n`;
+        for (let k = 0; k < size; k += 1) {
+          chapter += 1;
+          html += `<h${chapterLevel}>${name(chapter)}</h${chapterLevel}><p>Text ${chapter}.</p>`;
+          md += `${"#".repeat(chapterLevel)} ${name(chapter)}\n\nText ${chapter}.\n\n`;
+        }
+      }
+      const expected = Array.from({ length: 6 }, (_, i) => name(i + 1));
+      const label = `h${partLevel}/h${chapterLevel} ${numbered ? "numbered" : "plain"}`;
+      for (const [file, source] of [["parts.html", html], ["parts.md", md]]) {
+        const book = await extractFrom(file, source);
+        assert.deepEqual(titles(book), expected, `${file} ${label}`);
+        const tops = book.chapters.map((c) => /^<h\d>(Part \w+)<\/h\d>/.exec(c.html)?.[1] ?? null);
+        assert.deepEqual(
+          tops,
+          ["Part First", null, "Part Second", null, null, "Part Third"],
+          `${file} ${label}`,
+        );
+      }
+    }
+  }
+  // A title over its subtitle on every chapter is no part level: the titles divide the book.
+  const subtitled = await extractFrom(
+    "subtitled.html",
+    "<h1>Book</h1><h2>The Well</h2><h3>In which water</h3><p>One.</p>" +
+      "<h2>The Pedlar</h2><h3>In which salt</h3><p>Two.</p>",
+  );
+  assert.deepEqual(titles(subtitled), ["The Well", "The Pedlar"]);
+});
+
+Deno.test("kind of r14: the Gutenberg header gives an HTML book's author and title, cleaned; the licence is kept apart", async () => {
+  const licence = "<p>*** END OF THE PROJECT GUTENBERG EBOOK FRANKENSTEIN ***</p><p>Updated " +
+    "editions will replace the previous one.</p><p>Section 1. General Terms of Use and " +
+    "Redistributing Project Gutenberg™ electronic works</p>";
+  const chapters = "<h2>Letter 1</h2><p>You will rejoice to hear.</p><h2>Letter 2</h2>" +
+    "<p>How slowly the time passes.</p>";
+  const headers = [
+    // The header in one <pre>, with the start marker inside it (older files).
+    "<pre>The Project Gutenberg EBook of Frankenstein\n\nTitle: Frankenstein;\nor, the Modern " +
+    "Prometheus\n\nAuthor: Mary Wollstonecraft Shelley\n\n*** START OF THE PROJECT GUTENBERG " +
+    "EBOOK FRANKENSTEIN ***\n</pre>",
+    // The 2020s header: a #pg-header section, a <br> inside the title field.
+    '<section class="pg-boilerplate pgheader" id="pg-header"><div id="pg-machine-header">' +
+    "<p><strong>Title</strong>: Frankenstein;<br/>or, the modern prometheus</p>" +
+    '<div id="pg-header-authlist"><p><strong>Author</strong>: Mary Wollstonecraft Shelley.</p>' +
+    "</div></div></section><p>*** START OF THE PROJECT GUTENBERG EBOOK FRANKENSTEIN ***</p>",
+  ];
+  for (const header of headers) {
+    const book = await extractFrom(
+      "frankenstein.html",
+      `<html><head><title>Frankenstein</title></head><body>${header}${chapters}${licence}` +
+        "</body></html>",
+    );
+    assert.equal(book.title, "Frankenstein");
+    assert.equal(book.author, "Mary Wollstonecraft Shelley");
+    assert.deepEqual(titles(book), ["Letter 1", "Letter 2"]);
+    assert.match(book.licence ?? "", /^\*\*\* END OF THE PROJECT GUTENBERG EBOOK FRANKENSTEIN/);
+    assert.match(book.licence ?? "", /General Terms of Use/);
+    for (const chapter of book.chapters) assert.doesNotMatch(chapter.html, /Gutenberg|Terms/);
+  }
+  const text = await extractCase("r20-crlf-lines.txt");
+  assert.equal(
+    text.licence,
+    "*** END OF THE PROJECT GUTENBERG EBOOK THE LAMPLIGHTER'S DAUGHTER ***\n\nUpdated editions " +
+      "will replace the previous one. The terms under which\nthis file may be copied are set out " +
+      "in the licence that followed here.",
+  );
+  // No frame, no licence.
+  assert.equal((await extractCase("r22-bare-numerals.txt")).licence, null);
+});
+
+Deno.test("kind of r14: header fields lose the punctuation that joined them to the next line", async () => {
+  const cases: [string, string, string][] = [
+    ["Title: Frankenstein;", "Author: Mary Shelley", "Frankenstein|Mary Shelley"],
+    ["Title: Walden,", "Author: Henry Thoreau.", "Walden|Henry Thoreau"],
+    ["Title: Who Stole the Tarts?", "Author: Lewis Carroll:", "Who Stole the Tarts?|Lewis Carroll"],
+    ["Title: Essays", "Author: Martin Luther King, Jr.", "Essays|Martin Luther King, Jr."],
+  ];
+  for (const [title, author, expected] of cases) {
+    const book = await extractFrom(
+      "header.txt",
+      `${title}\n\n${author}\n\n*** START OF THE PROJECT GUTENBERG EBOOK X ***\n\nCHAPTER 1\n\n` +
+        "Text.\n\n*** END OF THE PROJECT GUTENBERG EBOOK X ***\n",
+    );
+    assert.equal(`${book.title}|${book.author}`, expected);
+  }
+});
+
+Deno.test("kind of r12: a Markdown title is its first # heading or front matter, never a section heading", async () => {
+  const about = "## About this book\n\nA note.\n\n## Chapter 1\n\nOne.\n\n## Chapter 2\n\nTwo.\n";
+  assert.equal((await extractFrom("my-book.md", about)).title, "my-book");
+  assert.equal((await extractFrom("my-book.md", `# Real Title\n\n${about}`)).title, "Real Title");
+  assert.equal(
+    (await extractFrom("my-book.md", `---\ntitle: "From Front"\n---\n\n${about}`)).title,
+    "From Front",
+  );
+  assert.equal(
+    (await extractFrom("my-book.md", `<h1 align="center">Центр</h1>\n\n${about}`)).title,
+    "Центр",
+  );
+});
