@@ -10,6 +10,7 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { extractBook, type ExtractedBook, UnreadableBookError } from "../books/extract.ts";
+import { brokenLinks } from "../bench/_book_links.ts";
 
 const CASES = new URL("./fixtures/cases/", import.meta.url);
 
@@ -483,22 +484,6 @@ Deno.test("kind of r23: the words for chapter, part and book in the major Europe
 /** Every `href` in a chapter's html. */
 function hrefs(html: string): string[] {
   return [...html.matchAll(/\shref="([^"]*)"/g)].map((match) => match[1]);
-}
-
-/** The links of the chapters that name a file or id the book's chapters do not have. */
-function brokenLinks(book: ExtractedBook): string[] {
-  const ids = book.chapters.map((chapter) =>
-    new Set([...chapter.html.matchAll(/\sid="([^"]*)"/g)].map((match) => match[1]))
-  );
-  return book.chapters.flatMap((chapter, index) =>
-    hrefs(chapter.html).filter((href) => {
-      if (/^[a-z][a-z0-9+.-]*:/i.test(href)) return false;
-      const match = /^(?:(\d+)\.html)?(?:#(.*))?$/.exec(href);
-      if (match === null) return true;
-      const target = match[1] === undefined ? index : Number(match[1]) - 1;
-      return ids[target] === undefined || (match[2] !== undefined && !ids[target].has(match[2]));
-    }).map((href) => `${index + 1}.html: ${href}`)
-  );
 }
 
 Deno.test("r24: links to ids in other chapters point at the chapter file that holds them", async () => {
