@@ -17,7 +17,7 @@ import {
   fileStem,
 } from "./book.ts";
 import { fileName, linkChapters } from "./book_links.ts";
-import { licenceText, readGutenbergHeader } from "./gutenberg.ts";
+import { cleanHeaderField, licenceText, readGutenbergHeader } from "./gutenberg.ts";
 import { parseHtmlPage, renderChapterHtml } from "./html.ts";
 import { parseByline } from "./text.ts";
 import { classifyLine } from "./text_headings.ts";
@@ -62,6 +62,10 @@ const END_TEXT =
  */
 export function extractHtml(source: string, path: string, signal: AbortSignal): ExtractedBook {
   const page = parseHtmlPage(source);
+  // `<a name="letter1">`, HTML 4's anchor, is an id to every link that names it.
+  for (const anchor of DomUtils.findAll((e) => e.name === "a" && !!e.attribs.name, page.body)) {
+    anchor.attribs.id ??= anchor.attribs.name;
+  }
   const cut = stripGutenbergFrame(page.body);
   const frame = {
     ...readGutenbergHeader(cut.header),
@@ -88,8 +92,9 @@ export function extractHtml(source: string, path: string, signal: AbortSignal): 
   const split = rest.size > 0 || lone === null ? rest : new Set([lone]);
   if (titleHeading !== null) DomUtils.removeElement(titleHeading);
 
+  // A title heading keeps the punctuation that led on to its subtitle ("Frankenstein;").
   const title = frame.title ?? titled.title ??
-    ((h1s.length > 0 ? headingText(h1s[0]) : "") || fileStem(path));
+    ((h1s.length > 0 ? cleanHeaderField(headingText(h1s[0])) : null) || fileStem(path));
   const sections = splitAtHeadings(page.body, (element) => split.has(element));
   // Taken out even when <meta> names the author: it is title-page furniture, not a chapter.
   byline ??= takeByline(sections[0].nodes);
@@ -119,6 +124,18 @@ export function extractHtml(source: string, path: string, signal: AbortSignal): 
       !(isTag(node) && (node.name === "title" || node.name === "head"))
     );
     const own = dropContentsLists(body);
+    // Before the first chapter, headings alone (a subtitle under the title heading) are the
+    // title page, not a chapter.
+    if (section.heading === null && split.size > 0 && isTitlePage(own)) {
+      const text = collapseWhitespace(DomUtils.textContent(own));
+      if (text !== "") {
+        warnings.push({
+          kind: "front_matter_dropped",
+          message: `Title page text left out: "${text}"`,
+        });
+      }
+      continue;
+    }
     if (renderChapterHtml(own).blank) {
       if (section.heading !== null) carried.push(section.heading);
       continue;
@@ -230,13 +247,7 @@ const SHOWN = new Set(["img", "svg", "math", "video", "audio", "picture", "objec
 function stripGutenbergFrame(body: ChildNode[]): { header: string; footer: string } {
   let header = "";
   let footer = "";
-  for (
-    const element of DomUtils.findAll((candidate) => {
-      const classes = candidate.attribs.class?.split(/\s+/) ?? [];
-      return candidate.attribs.id === "pg-header" || candidate.attribs.id === "pg-footer" ||
-        classes.includes("pg-boilerplate");
-    }, body)
-  ) {
+  for (const element of DomUtils.findAll(isGutenbergFrame, body)) {
     if (element.attribs.id === "pg-header") header += blockText([element]);
     else footer += blockText([element]);
     DomUtils.removeElement(element);
@@ -252,6 +263,19 @@ function stripGutenbergFrame(body: ChildNode[]): { header: string; footer: strin
     DomUtils.removeElement(end);
   }
   return { header, footer };
+}
+
+/**
+ * Whether an element is a part of the Project Gutenberg frame its HTML (and EPUB) files mark:
+ * `#pg-header`, `#pg-footer`, `.pg-boilerplate`.
+ *
+ * @param element a parsed element.
+ * @returns `true` for a frame element.
+ */
+export function isGutenbergFrame(element: Element): boolean {
+  const classes = element.attribs.class?.split(/\s+/) ?? [];
+  return element.attribs.id === "pg-header" || element.attribs.id === "pg-footer" ||
+    classes.includes("pg-boilerplate");
 }
 
 /** The element holding the first text node that matches, or `null`. */
@@ -282,8 +306,13 @@ function cutSiblings(node: AnyNode, side: "before" | "after"): string {
 /** Elements that end a line of text (the header's `Title:` and `Author:` are in separate ones). */
 const BLOCKS = new Set(["p", "div", "br", "pre", "li", "tr", "section", "h1", "h2", "h3", "h4"]);
 
-/** Text of the nodes with a line break after each block element, for line-based reading. */
-function blockText(nodes: ChildNode[]): string {
+/**
+ * Text of the nodes with a line break after each block element, for line-based reading.
+ *
+ * @param nodes parsed nodes.
+ * @returns their text, `\n` after each paragraph, division, heading, list item or row.
+ */
+export function blockText(nodes: ChildNode[]): string {
   let text = "";
   for (const node of nodes) {
     if (isText(node)) text += node.data;
@@ -392,6 +421,19 @@ function splitAtHeadings(nodes: ChildNode[], isSplit: (element: Element) => bool
   visit(nodes);
   return sections;
 }
+
+/** Nodes whose text is all in headings, and short: a title page's subtitle and byline. */
+function isTitlePage(nodes: ChildNode[]): boolean {
+  const text = DomUtils.textContent(nodes).trim();
+  if (text.length > MAX_TITLE_PAGE_CHARS) return false;
+  const inHeadings = DomUtils.findAll((e) => HEADING_LEVELS.has(e.name), nodes)
+    .map((heading) => DomUtils.textContent(heading)).join("");
+  return collapseWhitespace(inHeadings).length === collapseWhitespace(text).length &&
+    !DomUtils.existsOne((e) => SHOWN.has(e.name), nodes);
+}
+
+/** Longest title page left out, in characters (as for plain text, `books/text.ts`). */
+const MAX_TITLE_PAGE_CHARS = 300;
 
 function isBlankText(node: ChildNode): boolean {
   return isText(node) && node.data.trim() === "";

@@ -57,7 +57,7 @@ const CONTENTS_LIST = Symbol("contentsList");
  * `listed`: a line the book's own contents list names ("STORY OF THE DOOR").
  */
 interface Heading {
-  kind: HeadingKind | "listed";
+  kind: HeadingKind | "listed" | "letter";
   title: string;
   rest: Block;
 }
@@ -102,6 +102,9 @@ export function extractText(source: string, path: string, signal: AbortSignal): 
   contents.entries.delete(entryKey(title));
   const headings = blocks.map((block) => readHeading(block, contents.entries));
   const levels = chooseLevels(headings);
+  if (!levels.has("chapter") && !levels.has("numeral") && !levels.has("bare")) {
+    readLetterHeadings(blocks, headings, levels);
+  }
   const warnings: BookWarning[] = [];
 
   const isSplit = (heading: Heading | null): heading is Heading =>
@@ -182,6 +185,31 @@ function chooseLevels(headings: (Heading | null)[]): Set<Heading["kind"]> {
   else if (count("numeral") >= 2) levels.add("numeral");
   else if (countsUp(headings.filter((heading) => heading?.kind === "bare"))) levels.add("bare");
   return levels;
+}
+
+/**
+ * A dictionary's or glossary's sections: paragraphs that are one capital letter alone (`A`, `B`,
+ * … `Z`), three or more, in alphabetical order from the first letter of the alphabet (A, А, Α).
+ * Where they run so, they divide the book (when no chapter heading does) and become its
+ * headings, in `headings` and `levels`; a lone `I`, `C` or `X` among them is a letter, not a
+ * numeral.
+ */
+function readLetterHeadings(
+  blocks: Block[],
+  headings: (Heading | null)[],
+  levels: Set<Heading["kind"]>,
+): void {
+  const at = blocks.flatMap((block, index) =>
+    block.length === 1 && /^\p{Lu}$/u.test(block[0]) ? [index] : []
+  );
+  const letters = at.map((index) => blocks[index][0]);
+  const ordered = letters.length >= 3 && /^[AАΑ]$/.test(letters[0]) &&
+    letters.every((letter, i) => i === 0 || letter.localeCompare(letters[i - 1]) > 0);
+  if (!ordered) return;
+  for (const index of at) {
+    headings[index] = { kind: "letter", title: blocks[index][0], rest: blocks[index].slice(1) };
+  }
+  levels.add("letter");
 }
 
 /**
@@ -418,7 +446,8 @@ function readFrontMatter(
     title === null && first !== undefined && first.length === 1 &&
     first[0].length <= MAX_HEADING_CHARS && (rest.length > at + 1 || hasHeadings)
   ) {
-    title = collapseWhitespace(first[0]);
+    // 《红楼梦》: CJK title marks say "this is a title", they are not part of it.
+    title = collapseWhitespace(first[0]).replace(/^[《「『](.+)[》」』]$/u, "$1");
     rest.splice(at, 1);
   }
   return { title, author, rest };
