@@ -677,3 +677,15 @@ Deno.test("kind of r12: a Markdown title is its first # heading or front matter,
     "Центр",
   );
 });
+
+Deno.test("kind of r24: an HTML 4 <a name> anchor is a link target like an id", async () => {
+  const book = await extractFrom(
+    "named.html",
+    '<h1>Book</h1><h2><a name="c1"></a>One</h2><p>Text. <a href="#c2">on</a></p>' +
+      '<h2><a name="c2"></a>Two</h2><p>More. <a href="#c1">back</a></p>',
+  );
+  assert.deepEqual(book.chapters.map((chapter) => hrefs(chapter.html)), [["2.html#c2"], [
+    "1.html#c1",
+  ]]);
+  assert.deepEqual(brokenLinks(book), []);
+});
