@@ -3,7 +3,7 @@
  * them once its chapters are written as `<n>.html` with their resources beside them: every
  * relative `href` (and SVG `xlink:href`) must name a chapter file or a resource of the book, and
  * every `#fragment` an `id` in the file it names. Images (`src`) are not links: an HTML book's
- * pictures name files beside it that a one-file upload does not hold. Shared by `tests/books_invariance_test.ts` (the whole
+ * pictures name files beside it that a one-file upload does not hold. Shared by `tests/books/books_invariance_test.ts` (the whole
  * regression set) and `bench/fidelity.ts` (the report's broken-links column).
  *
  * @module

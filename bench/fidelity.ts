@@ -160,7 +160,7 @@ function judge(book: Expected, measure: Measure): string[] {
   if (measure.title !== book.title) problems.push(`title "${measure.title}"`);
   if (measure.author !== book.author) problems.push(`author "${measure.author}"`);
   if (measure.kept < 0.99) problems.push("text lost");
-  // An EPUB's pages are the publisher's (tests/regression_set_test.ts): counted, not judged.
+  // An EPUB's pages are the publisher's (tests/books/regression_set_test.ts): counted, not judged.
   if (measure.boilerplate > 0 && !book.file.endsWith(".epub")) problems.push("licence text");
   if (measure.brokenLinks > 0) problems.push("broken links");
   return problems;

@@ -16,7 +16,7 @@
  * @module
  */
 import type { QueueDefaults } from "../lib/config.ts";
-import type { ClaimedJob, ClaimNext, QueueContext, RecoverOn } from "../lib/consumer.ts";
+import type { ClaimedJob, ClaimNext, QueueContext, RecoverOn } from "../lib/queue.ts";
 import type { Fragment, Sql } from "../lib/db.ts";
 
 export const name = "bench_noop";
