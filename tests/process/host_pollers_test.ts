@@ -8,6 +8,9 @@ import { collectJsonLines, spawnWorker, TEST_TOKEN, type WorkerProcess } from ".
 import { freePort } from "../_fs.ts";
 import { insertEdition, listening } from "../_host.ts";
 
+/** These tests need curl, jq (tests/_requires.ts: ignored where missing, outside CI). */
+const REQUIRES = { requires: ["curl", "jq"] } as const;
+
 const HOST_DIR = new URL("../../host/", import.meta.url).pathname;
 
 interface Script {
@@ -115,6 +118,7 @@ dbTest(
       await stopWorker(worker);
     }
   },
+  REQUIRES,
 );
 
 dbTest(
@@ -169,6 +173,7 @@ dbTest(
       await stopWorker(worker);
     }
   },
+  REQUIRES,
 );
 
 dbTest("seo-publish-poll.sh reports a failing command as fail with its stderr tail", async (db) => {
@@ -191,7 +196,7 @@ dbTest("seo-publish-poll.sh reports a failing command as fail with its stderr ta
   } finally {
     await stopWorker(worker);
   }
-});
+}, REQUIRES);
 
 dbTest(
   "seo-backfill-poll.sh with the default SEO_COMMAND applies fields derived from each edition",
@@ -225,6 +230,7 @@ dbTest(
       await stopWorker(worker);
     }
   },
+  REQUIRES,
 );
 
 dbTest(
@@ -260,6 +266,7 @@ dbTest(
       await stopWorker(worker);
     }
   },
+  REQUIRES,
 );
 
 dbTest(
@@ -296,6 +303,7 @@ dbTest(
     assert.ok(bad.lines.some((l) => /Cannot parse POLL_INTERVAL_S/.test(String(l.msg))));
     return Promise.resolve();
   },
+  REQUIRES,
 );
 
 Deno.test("the systemd units pass systemd-analyze verify and stop the way the pollers need", async () => {
