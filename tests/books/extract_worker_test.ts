@@ -302,7 +302,7 @@ Deno.test("extractBook() sends a book that outgrew its stat size to the worker",
   });
 });
 
-// Their parsers have inputs a few KiB long that take hundreds of ms (README "Cost per job").
+// Their parsers have inputs a few KiB long that take hundreds of ms (docs/performance.md).
 Deno.test("extractBook() sends a tiny Markdown book to the worker", async () => {
   await inTempDir(async (dir) => {
     const tinyMs = await exitDelayMs(dir, false, "# Tiny\n\nSome words.\n", "md");
