@@ -264,9 +264,14 @@ async function scenario(stage: HostStage, shell: Shell, run: Run): Promise<StopR
         lines.push(...again.lines.map((l) => `(restart) ${l}`));
       }
     } else {
+      const t0 = performance.now();
       poller.child.kill("SIGTERM");
       const status = await poller.exited;
-      stopped = { code: status.code, signal: status.signal, ms: 0 };
+      stopped = {
+        code: status.code,
+        signal: status.signal,
+        ms: Math.round(performance.now() - t0),
+      };
       lines = [...poller.lines];
     }
   } finally {
