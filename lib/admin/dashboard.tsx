@@ -91,7 +91,9 @@ const idParam = z.string().regex(/^[1-9]\d{0,18}$/).refine((raw) =>
  */
 export function adminRoutes(deps: AdminDeps): Hono {
   const app = new Hono();
-  const byName = new Map(deps.views.map((v) => [v.name, v]));
+  const byName = new Map(
+    deps.views.flatMap((v) => [v.name, ...(v.aliases ?? [])].map((name) => [name, v] as const)),
+  );
   const views = deps.views;
   // A key of its own: a leaked cookie signature says nothing about the token.
   const secret = crypto.subtle.digest(

@@ -66,6 +66,11 @@ export type RetryOutcome =
 export interface QueueView {
   /** The queue's name, as in its events and lock, e.g. `ingestion`. */
   readonly name: string;
+  /**
+   * The queue's former names, still accepted wherever a name is an input (a dashboard URL), so a
+   * bookmark or a script written against them keeps working; output always uses `name`.
+   */
+  readonly aliases?: readonly string[];
   /** Its status names, in lifecycle order (ADR-022 names; enrichment's `Pending`). */
   readonly statuses: readonly string[];
   /**

@@ -20,7 +20,7 @@
  *   [Completed] [Failed] ── POST /jobs/:id/retry ──> [Queued]│(attempts reset)
  * ```
  *
- * - (none) → Queued: {@linkcode create}; refused while the edition has a `Queued` or `Running`
+ * - (none) → Queued: {@linkcode enqueue}; refused while the edition has a `Queued` or `Running`
  *   job, or 5 `Failed` jobs (interrupted ones included) in the last 24 h (the breaker).
  * - Queued → Running: {@linkcode claim}, one job, `priority DESC, created_at`, SKIP LOCKED; counts
  *   the attempt and mints a fresh `claim_token`.
@@ -41,14 +41,14 @@ import type { Fragment, Sql, TxSql } from "../../lib/db.ts";
 import { transaction } from "../../lib/db.ts";
 import { ConfigError, parseQueueSettings, type QueueDefaults } from "../../lib/config.ts";
 import type { Logger } from "../../lib/log.ts";
-import type { IndexNowSettings } from "./indexnow.ts";
+import type { IndexNowSettings } from "./_indexnow.ts";
 import type { QueueContext, QueueStats } from "../../lib/queue.ts";
 import type { JobEvent } from "../../lib/events.ts";
 import { publishEdition } from "../ssg/mod.ts";
 import { afterMiss, type SettleOutcome, type TokenState } from "../../lib/claim_token.ts";
 
 /** Queue name used in logs and events. */
-export const name = "auto-publish";
+export const name = "auto_publish";
 /** The queue table. */
 export const table = "auto_publish_jobs";
 /** The breaker: this many `Failed` jobs of one edition inside the window refuse a new one. */
@@ -109,7 +109,7 @@ export interface ClaimedAutoPublishJob extends AutoPublishJobRow {
   edition: { id: string; title: string; author: string | null; published_at: Date | null };
 }
 
-/** What {@linkcode create} did. */
+/** What {@linkcode enqueue} did. */
 export type CreateOutcome =
   | { outcome: "created"; job: AutoPublishJobRow }
   /** The edition already has this `Queued` or `Running` job. */
@@ -184,7 +184,7 @@ export function parseSettings(
  * The statement that creates an edition's job when its ingestion completes (issue 8;
  * `AUTO_PUBLISH_ON_INGEST`), run as a part of the ingestion's completing statement, so it commits
  * with the edition or not at all, and costs no round trip of its own (issue 11). Same refusals as
- * the API ({@linkcode create}): no second job while the edition has one `Queued` or `Running` (the
+ * the API ({@linkcode enqueue}): no second job while the edition has one `Queued` or `Running` (the
  * partial unique index), none while its breaker is open. A refusal writes nothing and the
  * ingestion still commits. The edition exists: the same statement saved it (its own rows are not
  * visible to this part's reads, hence no existence check here).
@@ -250,7 +250,7 @@ const COLUMNS = [
  * @returns the outcome; nothing is written unless `created`.
  * @throws Error when the outcome kept changing under three tries (a storm of concurrent settles).
  */
-export async function create(
+export async function enqueue(
   sql: Sql | TxSql,
   editionId: string,
   priority: number,
@@ -285,7 +285,7 @@ export async function create(
            where edition_id = ${editionId} and status = 'Failed'
            order by finished_at desc limit ${BREAKER_FAILURES}) f) as allowed_at`;
     if (!why.edition) return { outcome: "no_edition" };
-    const inFlight = why.in_flight ? await get(sql, why.in_flight) : null;
+    const inFlight = why.in_flight ? await getJob(sql, why.in_flight) : null;
     if (inFlight) return { outcome: "in_flight", job: inFlight };
     if (why.failures >= BREAKER_FAILURES) {
       return { outcome: "breaker", failures: why.failures, allowedAt: new Date(why.allowed_at) };
@@ -297,7 +297,7 @@ export async function create(
 }
 
 /** Read one job; null when no row has that id. */
-export async function get(sql: Sql | TxSql, id: string): Promise<AutoPublishJobRow | null> {
+export async function getJob(sql: Sql | TxSql, id: string): Promise<AutoPublishJobRow | null> {
   const [row] = await sql<AutoPublishJobRow[]>`
     select ${sql(COLUMNS)} from auto_publish_jobs where id = ${id}`;
   return row ?? null;
@@ -351,14 +351,14 @@ export async function retry(
   } catch (err) {
     // 23505: auto_publish_jobs_one_in_flight — the edition already has a Queued or Running job.
     if ((err as { code?: string }).code !== "23505") throw err;
-    const job = await get(ctx.sql, id);
+    const job = await getJob(ctx.sql, id);
     return job ? { outcome: "in_flight", job } : { outcome: "absent" };
   }
   if (row) {
     publish(ctx, row, "retried");
     return { outcome: "retried", job: row };
   }
-  const job = await get(ctx.sql, id);
+  const job = await getJob(ctx.sql, id);
   return job ? { outcome: "not_failed", job } : { outcome: "absent" };
 }
 

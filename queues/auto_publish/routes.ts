@@ -85,7 +85,7 @@ export function autoPublishRoutes(ctx: queue.AutoPublishContext): Hono {
   });
   app.post("/jobs", createDoc, requireJson, zValidator("json", createBody, invalid), async (c) => {
     const body = c.req.valid("json");
-    const created = await queue.create(ctx.sql, body.edition_id, body.priority);
+    const created = await queue.enqueue(ctx.sql, body.edition_id, body.priority);
     switch (created.outcome) {
       case "created":
         return c.json(created.job, 201);
@@ -142,7 +142,7 @@ export function autoPublishRoutes(ctx: queue.AutoPublishContext): Hono {
     responses: { 200: "The job", 404: "No such job" },
   });
   app.get("/jobs/:id{[0-9]+}", readDoc, byId, async (c) => {
-    const job = await queue.get(ctx.sql, c.req.valid("param").id);
+    const job = await queue.getJob(ctx.sql, c.req.valid("param").id);
     return job ? c.json(job) : c.json({ error: "No such job" }, 404);
   });
 

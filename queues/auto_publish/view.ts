@@ -14,7 +14,7 @@ import type {
   QueueView,
   Throughput,
 } from "../../lib/admin/queue_view.ts";
-import { BREAKER_FAILURES, BREAKER_WINDOW_H, get, name, retry, stats } from "./mod.ts";
+import { BREAKER_FAILURES, BREAKER_WINDOW_H, getJob, name, retry, stats } from "./mod.ts";
 
 // Newest first, keyset-paged on the primary key (no OFFSET); bounded by `limit`.
 async function listJobs(sql: Sql, page: JobPage): Promise<JobSummary[]> {
@@ -66,13 +66,14 @@ async function details(sql: Sql, job: Record<string, unknown>): Promise<JobDetai
 /** The auto-publish queue's admin view. */
 export const autoPublishView: QueueView = {
   name,
+  aliases: ["auto-publish"],
   consumer: "host",
   statuses: ["Queued", "Running", "Completed", "Failed"],
   stats,
   throughput,
   listJobs,
   // The queue's own read: every column but the claim token.
-  getJob: async (sql, id) => await get(sql, id) as Record<string, unknown> | null,
+  getJob: async (sql, id) => await getJob(sql, id) as Record<string, unknown> | null,
   retry: async (ctx, id) => {
     const done = await retry(ctx, id);
     if (done.outcome === "retried") return { retried: true };

@@ -38,8 +38,8 @@ import {
 // The engines are loaded on the first run, not at startup (issue 11, memory): their libraries
 // (franc-min, iso-639-3, stopword, syllable; the openai SDK) hold about 30 MB a worker that never
 // enriches a book has no use for.
-import type { LocalMetadata } from "./local.ts";
-import type { RemoteMetadata, RemoteSettings } from "./remote.ts";
+import type { LocalMetadata } from "./_local.ts";
+import type { RemoteMetadata, RemoteSettings } from "./_remote.ts";
 
 /** Queue name used in logs, events and the lock key. */
 export const name = "enrichment";
@@ -160,7 +160,7 @@ export function remoteEngine(settings: RemoteSettings | null): RemoteEngine | nu
   if (!settings) return null;
   let client: Promise<OpenAI> | undefined;
   return {
-    client: () => client ??= import("./remote.ts").then((m) => m.createClient(settings)),
+    client: () => client ??= import("./_remote.ts").then((m) => m.createClient(settings)),
     settings,
   };
 }
@@ -168,7 +168,7 @@ export function remoteEngine(settings: RemoteSettings | null): RemoteEngine | nu
 // --- Read, admin retry (the API's statements) ---
 
 /** A book's enrichment; null when no book has that id. */
-export async function getEnrichment(ctx: QueueContext, id: string): Promise<EnrichmentView | null> {
+export async function getJob(ctx: QueueContext, id: string): Promise<EnrichmentView | null> {
   const [row] = await ctx.sql<
     {
       status: EnrichmentStatus | null;
@@ -212,7 +212,7 @@ export async function retry(ctx: QueueContext, id: string): Promise<EnrichmentVi
     where id = ${id} and metadata_enrichment_status = 'Failed'`;
   if (rows.count === 0) return null;
   ctx.events.publish({ queue: name, id, transition: "retried", status: "Pending", attempt: 0 });
-  return await getEnrichment(ctx, id);
+  return await getJob(ctx, id);
 }
 
 /**
@@ -410,11 +410,11 @@ export async function run(
   try {
     const chapters = await ctx.sql<{ html: string }[]>`
       select html from user_chapters where user_book_id = ${job.id} order by position`;
-    const { enrichLocally, htmlToText } = await import("./local.ts");
+    const { enrichLocally, htmlToText } = await import("./_local.ts");
     const local = enrichLocally(chapters.map((c) => c.html), signal);
     let metadata: Metadata = { ...local, engine: "local" };
     if (ctx.remote) {
-      const { enrichRemotely } = await import("./remote.ts");
+      const { enrichRemotely } = await import("./_remote.ts");
       const remote = await enrichRemotely(await ctx.remote.client(), ctx.remote.settings, {
         bookId: job.id,
         attempt: job.attempt_count,
@@ -441,7 +441,7 @@ export async function run(
       return await retryLater(ctx, job, signal.reason);
     }
     // Only the remote engine has permanent faults (a malformed answer, an HTTP 4xx).
-    if (ctx.remote && (await import("./remote.ts")).isPermanent(err)) {
+    if (ctx.remote && (await import("./_remote.ts")).isPermanent(err)) {
       return await fail(ctx, job, (err as Error).message);
     }
     return await retryLater(ctx, job, err);

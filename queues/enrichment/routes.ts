@@ -12,7 +12,7 @@
 import { Hono } from "hono";
 import { describeRoute, zValidator } from "../../lib/http/openapi.ts";
 import { z } from "zod";
-import { getEnrichment, retry } from "./mod.ts";
+import { getJob, retry } from "./mod.ts";
 import type { QueueContext } from "../../lib/queue.ts";
 
 const id = z.string().regex(/^[1-9]\d{0,17}$/, "expected a positive integer id");
@@ -45,7 +45,7 @@ export function enrichmentRoutes(ctx: QueueContext): Hono {
       const bookId = c.req.valid("param").id;
       const retried = await retry(ctx, bookId);
       if (retried) return c.json(retried);
-      const current = await getEnrichment(ctx, bookId);
+      const current = await getJob(ctx, bookId);
       if (!current) return c.json({ error: "No such user book" }, 404);
       return c.json({
         error: `Cannot retry the enrichment of user book ${bookId}: it is ${

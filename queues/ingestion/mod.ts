@@ -54,8 +54,8 @@ import {
   settleClaim,
 } from "../../lib/queue.ts";
 import { extractBook, type ExtractedBook, UnreadableBookError } from "../../books/extract.ts";
-import { publishAssets, REPAIR_BUDGET_MS, repairAssets } from "./assets.ts";
-import { saveResources } from "./fidelity.ts";
+import { publishAssets, REPAIR_BUDGET_MS, repairAssets } from "./_assets.ts";
+import { saveResources } from "./_fidelity.ts";
 import { resolveSourceFile } from "../../books/source_path.ts";
 import { resolve as resolvePath } from "node:path";
 
@@ -660,7 +660,8 @@ async function save(
 // - `job`: the fence. It also row-locks the job, so a concurrent give-back waits and then matches
 //   nothing, instead of un-counting a completed job. Every write below depends on it.
 // - `created` / `updated`: a new edition (asset version 1) or the re-ingested one (version + 1),
-//   with what the chapters alone do not hold (issue 10: language, direction, warnings).
+//   with what the chapters alone do not hold (issue 10: language, direction, warnings; and the
+//   licence, kept beside the chapters, never in them).
 // - `chapters`: one row per chapter from two arrays (no per-row parameters, so a 2,000-chapter
 //   book is one statement too). A re-ingest overwrites positions it has, and `tail` deletes the
 //   positions past its end: no row is both deleted and inserted by this one statement, whose
@@ -693,9 +694,10 @@ function saveStatement(
       for update
     ),
     created as (
-      insert into editions (title, author, format, language, direction, warnings, asset_version)
+      insert into editions
+        (title, author, format, language, direction, warnings, licence, asset_version)
       select ${book.title}, ${book.author}, ${book.format}, ${book.language ?? null},
-             ${book.direction ?? null}, ${sql.json(warnings)}, 1
+             ${book.direction ?? null}, ${sql.json(warnings)}, ${book.licence ?? null}, 1
       from job where ${editionId}::bigint is null
       returning id, asset_version
     ),
@@ -703,7 +705,8 @@ function saveStatement(
       update editions
       set title = ${book.title}, author = ${book.author}, format = ${book.format},
           language = ${book.language ?? null}, direction = ${book.direction ?? null},
-          warnings = ${sql.json(warnings)}, asset_version = asset_version + 1, updated_at = now()
+          warnings = ${sql.json(warnings)}, licence = ${book.licence ?? null},
+          asset_version = asset_version + 1, updated_at = now()
       where id = ${editionId}::bigint and exists (select from job)
       returning id, asset_version
     ),

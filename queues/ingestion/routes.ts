@@ -17,7 +17,7 @@ import { createMiddleware } from "hono/factory";
 import { describeRoute, zValidator } from "../../lib/http/openapi.ts";
 import { z } from "zod";
 import { editionExists, enqueue, getJob, type IngestionContext, retry } from "./mod.ts";
-import { readEditionSummary } from "./fidelity.ts";
+import { readEditionSummary } from "./_fidelity.ts";
 import { resolveSourceFile, resolveSourcePath } from "../../books/source_path.ts";
 
 // Every id enqueue can hand out: 1 to the bigint maximum, 2^63 - 1 (issue 9, item 9).

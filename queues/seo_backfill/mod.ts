@@ -23,13 +23,13 @@
  *   POST /editions/:id/revert: the edition's SEO fields ← its BeforeSnapshot (then dropped)
  * ```
  *
- * - (none) → Queued: {@linkcode create}. (none) → Running: {@linkcode crew}, so there is no
+ * - (none) → Queued: {@linkcode enqueue}. (none) → Running: {@linkcode crew}, so there is no
  *   `Queued` window in which the poller could claim the crew's job (ADR-022 "Per queue").
  * - Queued → Running: {@linkcode claim}, up to N (1..50), oldest first, SKIP LOCKED; each job
  *   gets its own fresh token and a counted attempt.
  * - Running → Completed: {@linkcode complete} writes the edition's SEO fields, after a
  *   BeforeSnapshot of the originals taken the first time this path changes that edition.
- * - Running → Failed: {@linkcode fail}; {@linkcode sweep} for rows claimed longer than
+ * - Running → Failed: {@linkcode fail}; {@linkcode recover} for rows claimed longer than
  *   `staleAfterMs` ago (default 1 h).
  * - Running → Queued: {@linkcode giveBack}, {@linkcode giveBackMany} (the poller was stopped;
  *   attempt not counted).
@@ -50,7 +50,7 @@ import type { JobEvent } from "../../lib/events.ts";
 import { afterMiss, type SettleOutcome, type TokenState } from "../../lib/claim_token.ts";
 
 /** Queue name used in logs and events. */
-export const name = "seo";
+export const name = "seo_backfill";
 /** The queue table. */
 export const table = "seo_backfill_jobs";
 /**
@@ -136,7 +136,7 @@ const COLUMNS = [
  *
  * @returns the new row, or null when no edition has that id (nothing is written).
  */
-export async function create(
+export async function enqueue(
   ctx: Pick<SeoContext, "sql">,
   editionId: string,
 ): Promise<SeoJobRow | null> {
@@ -148,7 +148,7 @@ export async function create(
 }
 
 /** Read one job; null when no row has that id. */
-export async function get(sql: Sql | TxSql, id: string): Promise<SeoJobRow | null> {
+export async function getJob(sql: Sql | TxSql, id: string): Promise<SeoJobRow | null> {
   const [row] = await sql<SeoJobRow[]>`
     select ${sql(COLUMNS)} from seo_backfill_jobs where id = ${id}`;
   return row ?? null;
@@ -195,7 +195,7 @@ export async function retry(
     publish(ctx, row, "retried");
     return { outcome: "retried", job: row };
   }
-  const job = await get(ctx.sql, id);
+  const job = await getJob(ctx.sql, id);
   return job ? { outcome: "not_failed", job } : { outcome: "absent" };
 }
 
@@ -225,7 +225,7 @@ export async function stats(sql: Sql): Promise<QueueStats> {
  *
  * @returns the ids failed.
  */
-export async function sweep(
+export async function recover(
   ctx: Pick<SeoContext, "sql" | "events" | "staleAfterMs">,
 ): Promise<string[]> {
   const rows = await ctx.sql<SeoJobRow[]>`
@@ -261,7 +261,7 @@ export async function claim(
   limit: number,
   key?: string,
 ): Promise<ClaimedSeoJob[]> {
-  await sweep(ctx);
+  await recover(ctx);
   if (key === undefined) {
     return (await claimNext(ctx.sql, limit, null)).map(({ runnable_for_s, ...job }) => {
       publish(ctx, job, "claimed", runnable_for_s);

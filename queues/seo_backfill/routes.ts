@@ -91,7 +91,7 @@ export function seoRoutes(ctx: queue.SeoContext): Hono {
   });
   app.post("/jobs", createDoc, requireJson, zValidator("json", editionBody, invalid), async (c) => {
     const editionId = c.req.valid("json").edition_id;
-    const job = await queue.create(ctx, editionId);
+    const job = await queue.enqueue(ctx, editionId);
     return job ? c.json(job, 201) : c.json({ error: `No such edition ${editionId}` }, 404);
   });
 
@@ -169,7 +169,7 @@ export function seoRoutes(ctx: queue.SeoContext): Hono {
     responses: { 200: "The job", 404: "No such job" },
   });
   app.get("/jobs/:id{[0-9]+}", readDoc, byId, async (c) => {
-    const job = await queue.get(ctx.sql, c.req.valid("param").id);
+    const job = await queue.getJob(ctx.sql, c.req.valid("param").id);
     return job ? c.json(job) : c.json({ error: "No such job" }, 404);
   });
 

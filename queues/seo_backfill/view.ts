@@ -14,7 +14,7 @@ import {
   retryOutcome,
   type Throughput,
 } from "../../lib/admin/queue_view.ts";
-import { get, name, retry, stats } from "./mod.ts";
+import { getJob, name, retry, stats } from "./mod.ts";
 
 // Newest first, keyset-paged on the primary key (no OFFSET); bounded by `limit`.
 async function listJobs(sql: Sql, page: JobPage): Promise<JobSummary[]> {
@@ -56,13 +56,14 @@ function details(_sql: Sql, job: Record<string, unknown>): Promise<JobDetail[]> 
 /** The SEO backfill queue's admin view. */
 export const seoView: QueueView = {
   name,
+  aliases: ["seo"],
   consumer: "host",
   statuses: ["Queued", "Running", "Completed", "Failed"],
   stats,
   throughput,
   listJobs,
   // The queue's own read: every column but the claim token.
-  getJob: async (sql, id) => await get(sql, id) as Record<string, unknown> | null,
+  getJob: async (sql, id) => await getJob(sql, id) as Record<string, unknown> | null,
   retry: async (ctx, id) => retryOutcome((await retry(ctx, id)).outcome === "retried"),
   details,
 };

@@ -6,7 +6,7 @@
  * periodic or automatic trigger exists (#992: rebuilds are manual or follow a publish).
  *
  * Transitions:
- * - (none) → Queued: {@linkcode queueRebuild} (rebuild-all, {@linkcode publishEdition}). At most one
+ * - (none) → Queued: {@linkcode enqueue} (rebuild-all, {@linkcode publishEdition}). At most one
  *   `Queued` Full job exists (partial unique index); a request while one is queued reuses it, and
  *   a publish while one is `Running` queues one follow-up.
  * - Queued → Running: {@linkcode claim} (counts the attempt, stamps `claimed_by`), the ADR's
@@ -40,7 +40,7 @@ import {
 // The renderer (htmlparser2, dom-serializer, Hono's JSX: about 6 MB) is loaded by the first
 // render, not at startup (issue 11, memory).
 import { buildsDir, finishBuild, pruneBuilds, startBuild, switchLive } from "../../site/builds.ts";
-import { siteSource } from "./site.ts";
+import { siteSource } from "./_site.ts";
 
 /** Queue name used in logs, events and the lock key. */
 export const name = "ssg";
@@ -116,7 +116,7 @@ class ClaimLostError extends Error {
  * @throws Error when no queued job could be found or made after three tries (only under a storm
  *   of concurrent claims; the caller's transaction then rolls back).
  */
-export async function queueRebuild(
+export async function enqueue(
   sql: Sql | TxSql,
 ): Promise<{ job: SsgJobRow; created: boolean }> {
   for (let i = 0; i < 3; i++) {
@@ -158,7 +158,7 @@ export async function publishEdition(
     where id = ${editionId}
     returning published_at`;
   if (!edition) return null;
-  const { job } = await queueRebuild(tx);
+  const { job } = await enqueue(tx);
   return { published_at: edition.published_at, rebuild: job };
 }
 
@@ -177,7 +177,7 @@ export async function requestRebuild(
     order by status = 'Queued' desc, created_at
     limit 1`;
   if (inFlight) return { job: inFlight, created: false };
-  return await queueRebuild(ctx.sql);
+  return await enqueue(ctx.sql);
 }
 
 /** Read one job; null when no row has that id. */

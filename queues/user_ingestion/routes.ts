@@ -17,7 +17,7 @@ import { Hono } from "hono";
 import { describeRoute, zValidator } from "../../lib/http/openapi.ts";
 import { z } from "zod";
 import { enqueue, getUserBook, retry, type UserIngestionContext } from "./mod.ts";
-import { getEnrichment } from "../enrichment/mod.ts";
+import { getJob as getEnrichment } from "../enrichment/mod.ts";
 import { resolveSourceFile, resolveSourcePath } from "../../books/source_path.ts";
 import { receiveUpload, removeUpload, UploadError } from "../../lib/http/multipart.ts";
 

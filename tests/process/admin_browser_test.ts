@@ -29,7 +29,7 @@ const SHOTS = `${
 // Extraction runs in a Web Worker whose first start can be slow on a loaded machine.
 const JOB_MS = 120_000;
 const WORKER_QUEUES = ["ingestion", "user_ingestion", "enrichment", "ssg"];
-const HOST_QUEUES = ["auto-publish", "seo"];
+const HOST_QUEUES = ["auto_publish", "seo_backfill"];
 
 // Mark the page; `unreloaded` is true only while the same document is still shown.
 const mark = (page: Page) => page.evaluate(() => void ((globalThis as { mark?: 1 }).mark = 1));

@@ -290,6 +290,12 @@ dbTest(
       assert.match(overview.text, new RegExp(`data-queue="${view.name}"`));
       assert.equal((await get(`/admin/queues/${view.name}`)).status, 200, view.name);
     }
+    // A former name (before the queue took its folder's name) still opens the queue's page.
+    for (const [alias, name] of [["auto-publish", "auto_publish"], ["seo", "seo_backfill"]]) {
+      const page = await get(`/admin/queues/${alias}`);
+      assert.equal(page.status, 200, alias);
+      assert.match(page.text, new RegExp(`Queue ${name}`), alias);
+    }
     assert.match(overview.text, /host poller/);
 
     // ssg: a Failed rebuild is not re-queued while another Full rebuild is Queued.

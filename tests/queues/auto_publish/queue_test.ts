@@ -314,7 +314,7 @@ dbTest("a job created inside a rolled-back ingestion transaction does not exist"
   const edition = await insertEdition(db.sql);
   await assert.rejects(
     db.sql.begin(async (tx) => {
-      assert.equal((await autoPublish.create(tx, edition, 0)).outcome, "created");
+      assert.equal((await autoPublish.enqueue(tx, edition, 0)).outcome, "created");
       throw new Error("rollback");
     }),
     /rollback/,

@@ -10,7 +10,7 @@ type Ctx = Awaited<ReturnType<typeof ssgContext>>;
 
 /** Queue and claim a rebuild, then run it to its end. */
 async function rebuild(ctx: Ctx, signal = new AbortController().signal) {
-  await ssg.queueRebuild(ctx.sql);
+  await ssg.enqueue(ctx.sql);
   const job = await ssg.claim(ctx);
   assert.ok(job, "a queued rebuild was claimed");
   await ssg.run(ctx, job, signal);
@@ -129,7 +129,7 @@ dbTest(
     });
 
     armed = true;
-    await ssg.queueRebuild(ctx.sql);
+    await ssg.enqueue(ctx.sql);
     const job = await ssg.claim(ctx);
     assert.ok(job);
     await assert.rejects(ssg.run(ctx, job, abort.signal), /Shutting down/);
