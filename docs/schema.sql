@@ -14,6 +14,7 @@ create table auto_publish_jobs (
   finished_at timestamp with time zone,
   created_at timestamp with time zone default now() not null,
   updated_at timestamp with time zone default now() not null,
+  claim_key uuid,
   constraint auto_publish_jobs_attempt_count_check CHECK ((attempt_count >= 0)),
   constraint auto_publish_jobs_edition_id_fkey FOREIGN KEY (edition_id) REFERENCES editions(id) ON DELETE CASCADE,
   constraint auto_publish_jobs_pkey PRIMARY KEY (id),
@@ -101,6 +102,7 @@ create table seo_backfill_jobs (
   finished_at timestamp with time zone,
   created_at timestamp with time zone default now() not null,
   updated_at timestamp with time zone default now() not null,
+  claim_key uuid,
   constraint seo_backfill_jobs_attempt_count_check CHECK ((attempt_count >= 0)),
   constraint seo_backfill_jobs_claimed_via_check CHECK ((claimed_via = ANY (ARRAY['poller'::text, 'crew'::text]))),
   constraint seo_backfill_jobs_edition_id_fkey FOREIGN KEY (edition_id) REFERENCES editions(id) ON DELETE CASCADE,
@@ -187,6 +189,7 @@ create table user_ingestion_jobs (
   constraint user_ingestion_jobs_user_book_id_fkey FOREIGN KEY (user_book_id) REFERENCES user_books(id) ON DELETE CASCADE
 );
 
+CREATE INDEX auto_publish_jobs_claim_key ON auto_publish_jobs USING btree (claim_key) WHERE (claim_key IS NOT NULL);
 CREATE INDEX auto_publish_jobs_claimable ON auto_publish_jobs USING btree (priority DESC, created_at, id) WHERE (status = 'Queued'::text);
 CREATE INDEX auto_publish_jobs_failures ON auto_publish_jobs USING btree (edition_id, finished_at) WHERE (status = 'Failed'::text);
 CREATE UNIQUE INDEX auto_publish_jobs_one_in_flight ON auto_publish_jobs USING btree (edition_id) WHERE (status = ANY (ARRAY['Queued'::text, 'Running'::text]));
@@ -195,6 +198,7 @@ CREATE INDEX editions_published ON editions USING btree (published_at) WHERE (pu
 CREATE INDEX ingestion_jobs_claimable ON ingestion_jobs USING btree (id) WHERE (status = ANY (ARRAY['Queued'::text, 'Processing'::text]));
 CREATE INDEX ingestion_jobs_finished ON ingestion_jobs USING btree (finished_at) WHERE (status = ANY (ARRAY['Completed'::text, 'Failed'::text]));
 CREATE INDEX ingestion_jobs_processing ON ingestion_jobs USING btree (claimed_at) WHERE (status = 'Processing'::text);
+CREATE INDEX seo_backfill_jobs_claim_key ON seo_backfill_jobs USING btree (claim_key) WHERE (claim_key IS NOT NULL);
 CREATE INDEX seo_backfill_jobs_claimable ON seo_backfill_jobs USING btree (created_at, id) WHERE (status = 'Queued'::text);
 CREATE INDEX seo_backfill_jobs_running ON seo_backfill_jobs USING btree (claimed_at) WHERE (status = 'Running'::text);
 CREATE INDEX ssg_rebuild_jobs_in_flight ON ssg_rebuild_jobs USING btree (created_at) WHERE (status = ANY (ARRAY['Queued'::text, 'Running'::text]));

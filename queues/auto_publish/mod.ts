@@ -410,16 +410,60 @@ export async function recover(ctx: Pick<AutoPublishContext, "sql" | "events">): 
  * priority DESC, created_at`). One statement: the scalar `id = (select … for update skip locked
  * limit 1)` takes exactly one row (STYLE.md §3), counts the attempt and mints a fresh token.
  *
- * @returns the claimed job with its edition and `claim_token`, or null when none is queued.
+ * With a claim key (docs/claim-keys.md) the claim is safe to repeat: under a transaction-level
+ * advisory lock on the key (a repeat that arrives while the first is still running waits for it),
+ * the job this key already claimed is returned again, `Running` with the same token and attempt;
+ * a key whose job has been settled since (completed, failed, given back, recovered) claims
+ * nothing; only a key no job carries claims, and stamps the job with it. The startup `recover`
+ * (ADR-022) is not part of the claim and is unchanged: it fails a keyed job like any other.
+ *
+ * @param key the poller's claim key (uuid text), or undefined for a claim that is not repeatable.
+ * @returns the claimed job with its edition and `claim_token`, or null when none is queued (or the
+ *   key's job is settled).
  */
 export async function claim(
-  ctx: Pick<AutoPublishContext, "sql" | "events">,
+  ctx: Pick<AutoPublishContext, "sql" | "log" | "events">,
+  key?: string,
 ): Promise<ClaimedAutoPublishJob | null> {
-  const [row] = await ctx.sql<(ClaimedAutoPublishJob & { runnable_for_s: number | null })[]>`
+  if (key === undefined) {
+    const row = await claimNext(ctx.sql, null);
+    if (!row) return null;
+    const { runnable_for_s, ...job } = row;
+    publish(ctx, job, "claimed", runnable_for_s);
+    return job;
+  }
+  return await transaction(ctx.sql, ctx.log, async (tx) => {
+    await tx.sql`select pg_advisory_xact_lock(hashtext(${table}), hashtext(${key}))`;
+    const held = await tx.sql<(ClaimedAutoPublishJob & { running: boolean })[]>`
+      select ${tx.sql(COLUMNS.map((c) => `c.${c}`))}, c.claim_token,
+             c.status = 'Running' as running, ${editionJson(tx.sql)}
+      from auto_publish_jobs c join editions e on e.id = c.edition_id
+      where c.claim_key = ${key}`;
+    if (held.length > 0) {
+      const again = held.find((r) => r.running);
+      if (!again) return null;
+      const { running: _, ...job } = again;
+      ctx.log.info({ queue: name, id: job.id, key }, "claim repeated: the same job and token");
+      return job;
+    }
+    const row = await claimNext(tx.sql, key);
+    if (!row) return null;
+    const { runnable_for_s, ...job } = row;
+    tx.afterCommit(() => publish(ctx, job, "claimed", runnable_for_s));
+    return job;
+  });
+}
+
+// The claiming statement: the next Queued job → Running, stamped with `key` (null: no key).
+async function claimNext(
+  sql: Sql | TxSql,
+  key: string | null,
+): Promise<(ClaimedAutoPublishJob & { runnable_for_s: number | null }) | undefined> {
+  const [row] = await sql<(ClaimedAutoPublishJob & { runnable_for_s: number | null })[]>`
     with claimed as (
       update auto_publish_jobs
       set status = 'Running', attempt_count = attempt_count + 1, claim_token = gen_random_uuid(),
-          claimed_at = now(), updated_at = now()
+          claim_key = ${key}, claimed_at = now(), updated_at = now()
       where id = (
         select id from auto_publish_jobs
         where status = 'Queued'
@@ -428,21 +472,23 @@ export async function claim(
         limit 1
       )
       returning *, (
-        -- The wake latency (issue 12; here the poller's latency): a subquery in RETURNING reads
-        -- the statement's snapshot, so it sees the row before this claim, Queued since its last
+        -- The wake latency (here the poller's latency): a subquery in RETURNING reads the
+        -- statement's snapshot, so it sees the row before this claim, Queued since its last
         -- write (insert, give-back, retry).
         select extract(epoch from now() - o.updated_at)::float8
         from auto_publish_jobs o where o.id = auto_publish_jobs.id and o.status = 'Queued'
       ) as runnable_for_s
     )
-    select ${ctx.sql(COLUMNS.map((c) => `c.${c}`))}, c.claim_token, c.runnable_for_s,
-           jsonb_build_object('id', e.id::text, 'title', e.title, 'author', e.author,
-                              'published_at', e.published_at) as edition
+    select ${sql(COLUMNS.map((c) => `c.${c}`))}, c.claim_token, c.runnable_for_s,
+           ${editionJson(sql)}
     from claimed c join editions e on e.id = c.edition_id`;
-  if (!row) return null;
-  const { runnable_for_s, ...job } = row;
-  publish(ctx, job, "claimed", runnable_for_s);
-  return job;
+  return row;
+}
+
+// The edition as a claim returns it, from `e` (the job's edition).
+function editionJson(sql: Sql | TxSql) {
+  return sql`jsonb_build_object('id', e.id::text, 'title', e.title, 'author', e.author,
+                                'published_at', e.published_at) as edition`;
 }
 
 /**

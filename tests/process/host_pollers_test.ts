@@ -315,10 +315,14 @@ Deno.test("the systemd units pass systemd-analyze verify and stop the way the po
       assert.ok(unit.includes(`\n${line}\n`), `${name}: ${line}`);
     }
     const stop = Number(/\nTimeoutStopSec=(\d+)\n/.exec(unit)?.[1]);
+    const common = await Deno.readTextFile(`${HOST_DIR}poll-common.sh`);
+    const budget = Number(/\nSTOP_TIMEOUT_S=\$\{STOP_TIMEOUT_S:-(\d+)\}\n/.exec(common)?.[1]);
+    assert.ok(budget > 0, "poll-common.sh sets a default STOP_TIMEOUT_S");
     assert.ok(
-      stop > 5 + 5,
-      `${name}: TimeoutStopSec above the give-back's 5 s --max-time plus margin`,
+      stop >= budget + 3,
+      `${name}: TimeoutStopSec (${stop}) above the poller's whole stop, STOP_TIMEOUT_S (${budget})`,
     );
+    assert.match(unit, /docs\/host-pollers\.md/, `${name}: points to the stop's documentation`);
     assert.match(unit, /\nEnvironmentFile=\/etc\/textstack\/host-pollers\.env\n/);
     const which = await new Deno.Command("sh", {
       args: ["-c", "command -v systemd-analyze"],
