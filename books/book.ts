@@ -10,6 +10,17 @@ import { basename, extname } from "node:path";
 /** A book file format, chosen by file extension. */
 export type BookFormat = "text" | "markdown" | "html" | "epub";
 
+/** File extension (lower case) → the format it is read as. */
+export const FORMATS: ReadonlyMap<string, BookFormat> = new Map([
+  [".txt", "text"],
+  [".md", "markdown"],
+  [".markdown", "markdown"],
+  [".html", "html"],
+  [".htm", "html"],
+  [".xhtml", "html"],
+  [".epub", "epub"],
+]);
+
 /** One chapter: its title and its body as a sanitised XHTML fragment, without the title heading. */
 export interface ExtractedChapter {
   /** Plain-text chapter title, whitespace collapsed; never empty (falls back to `Chapter N`). */
