@@ -32,6 +32,31 @@ export interface ExtractedChapter {
 /** Page-progression direction of an edition: left to right, or right to left. */
 export type TextDirection = "ltr" | "rtl";
 
+/** Primary language subtags written right to left. */
+export const RTL_LANGUAGES: ReadonlySet<string> = new Set([
+  "ar",
+  "he",
+  "iw",
+  "fa",
+  "ur",
+  "yi",
+  "ps",
+  "sd",
+  "ug",
+  "dv",
+  "ckb",
+]);
+
+/**
+ * The direction a language is written in.
+ *
+ * @param language a BCP 47 tag (`fa`, `he-IL`, `en_GB`).
+ * @returns `rtl` when its primary subtag is in {@linkcode RTL_LANGUAGES}, else `ltr`.
+ */
+export function languageDirection(language: string): TextDirection {
+  return RTL_LANGUAGES.has(language.toLowerCase().split(/[-_]/)[0]) ? "rtl" : "ltr";
+}
+
 /**
  * What a reader would notice was imperfect in a book (issue 10, "Say what was imperfect"):
  * - `no_headings`: no chapter headings were found, so the book is one chapter;

@@ -124,8 +124,8 @@ class ExtractorChild {
         "--quiet",
         "--frozen",
         "--no-prompt",
-        // What a Web Worker inherited: reading a book is all it does, but a `/proc` file (a
-        // book that outgrew its size) needs every permission in Deno.
+        // Reading a book is all it does, but a `/proc` file (a book that outgrew its size) needs
+        // every permission in Deno; `extractBook` checks this process's read permission first.
         "--allow-all",
         "--config",
         CONFIG,
@@ -293,6 +293,10 @@ export async function extractBook(path: string, signal: AbortSignal): Promise<Ex
   signal.throwIfAborted();
   const small = await extractSmallBook(path, signal);
   if (small) return small;
+  // The child runs with every permission; a read this process may not make, it must not either.
+  if (Deno.permissions.querySync({ name: "read", path }).state !== "granted") {
+    throw new Deno.errors.NotCapable(`Requires read access to "${path}"`);
+  }
   return await oneAtATime(signal, async () => {
     const child = takeChild();
     let response: ExtractResponse;

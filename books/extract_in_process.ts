@@ -25,6 +25,7 @@ import { extractEpub } from "./epub.ts";
 import { extractHtml } from "./html_book.ts";
 import { extractMarkdown } from "./markdown.ts";
 import { decodeBookText, isBlank, readBookFile } from "./read.ts";
+import { vetBookResources } from "./resource_types.ts";
 import { extractText } from "./text.ts";
 
 /**
@@ -39,8 +40,8 @@ import { extractText } from "./text.ts";
  * @param path the book file; a FIFO works, read until its writer closes it.
  * @param signal aborts the read promptly, even while opening or reading blocks; checked between
  *   chapters too. A parse in progress is not interrupted: run this in a child process to bound that.
- * @returns the book, with at least one chapter, its `warnings` (possibly empty), and no U+0000
- *   anywhere.
+ * @returns the book, with at least one chapter, its `warnings` (possibly empty), no U+0000
+ *   anywhere, and only resources whose bytes are an image, audio, video or (sanitised) SVG file.
  * @throws UnreadableBookError when the extension is not a known format, the file is missing, is
  *   a directory, is over 256 MiB, is empty or only whitespace, is binary data (plain text with a NUL
  *   byte, or control characters), is a broken EPUB, cannot be parsed (nested too deeply, or any
@@ -64,7 +65,9 @@ export async function extractInProcess(
         : `Cannot read book "${path}": unknown file type "${extension}", expected one of ${known}`,
     );
   }
-  return parseBook(format, await readBookFile(path, format, signal), path, signal);
+  const book = parseBook(format, await readBookFile(path, format, signal), path, signal);
+  // A resource is what its bytes are, never what the book declares (books/resource_types.ts).
+  return await vetBookResources(book);
 }
 
 /**
