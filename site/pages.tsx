@@ -118,8 +118,8 @@ body {
   justify-content: space-between;
   padding-block: 1rem;
   border-block-end: 1px solid var(--rule);
-  font-size: 0.9rem;
 }
+.site a { font-size: 0.9rem; }
 main { padding-block: 1.5rem 3rem; }
 a { color: var(--link); text-underline-offset: 0.15em; }
 a:visited { color: var(--visited); }
@@ -145,6 +145,7 @@ blockquote {
 }
 hr { border: 0; border-block-start: 1px solid var(--rule); margin-block: 2em; }
 img, svg, video, canvas, picture, iframe { max-width: 100%; height: auto; }
+img, video { max-height: 85vh; object-fit: contain; }
 figure { margin-inline: 0; }
 figcaption { font-size: 0.9rem; color: var(--muted); }
 pre, code { font-family: ui-monospace, "DejaVu Sans Mono", "Liberation Mono", monospace; font-size: 0.85em; }
