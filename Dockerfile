@@ -16,9 +16,6 @@ COPY lib ./lib
 COPY queues ./queues
 COPY books ./books
 COPY site ./site
-COPY enrich ./enrich
-COPY indexnow ./indexnow
-COPY uploads ./uploads
 COPY sql ./sql
 # Fetch and cache every dependency at build time, so a container starts without the network.
 RUN deno install --frozen && deno cache --frozen main.ts books/extract_child.ts \

@@ -1,6 +1,6 @@
 /**
  * The worker's command line as a checkout starts it: its `deno.json` `start` task (the Dockerfile's
- * ENTRYPOINT is the same, tests/dockerfile_test.ts), so a bench measuring another checkout
+ * ENTRYPOINT is the same, tests/process/dockerfile_test.ts), so a bench measuring another checkout
  * (`--checkout`) runs that checkout's V8 flags too.
  *
  * @module

@@ -2,7 +2,8 @@
  * `deno task test`: runs `deno test` against `DATABASE_URL` when set, else against a throwaway
  * embedded PostgreSQL started here and stopped (and deleted) when the tests end.
  *
- * Extra arguments are passed to `deno test` (e.g. a file or `--filter`).
+ * Extra arguments are passed to `deno test` (e.g. a file or `--filter`); `--run <script> …` runs
+ * `deno run -A <script> …` against the same server instead.
  *
  * @module
  */
@@ -19,9 +20,12 @@ if (!Deno.env.get("DATABASE_URL")) {
   stop = pg.stop;
 }
 
-const args = Deno.args.length > 0 ? Deno.args : ["tests/"];
+// `--run <script>` runs a script against the same server instead (`deno task schema`).
+const args = Deno.args[0] === "--run"
+  ? ["run", "-A", ...Deno.args.slice(1)]
+  : ["test", "-A", ...(Deno.args.length > 0 ? Deno.args : ["tests/"])];
 const child = new Deno.Command(Deno.execPath(), {
-  args: ["test", "-A", ...args],
+  args,
   env,
   stdin: "null",
 }).spawn();
