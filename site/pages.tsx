@@ -1,3 +1,4 @@
+// deno-lint-ignore-file jsx-key -- rendered once on the server; no client reconciles these lists
 /**
  * The static site's pages, rendered to strings with Hono's JSX: the index, one page per edition,
  * one per chapter, their stylesheet, and the `sitemap.xml` / `robots.txt` texts. Every value is
@@ -35,6 +36,8 @@ export interface EditionSummary {
   readonly direction?: TextDirection | null;
   /** The SEO description (`editions.meta_description`), or null when none was computed. */
   readonly description?: string | null;
+  /** The book's licence or rights statement (`editions.licence`, plain text), or null. */
+  readonly licence?: string | null;
 }
 
 /** A chapter as its page shows it. */
@@ -134,6 +137,9 @@ p { margin-block: 0 1em; }
 .description { color: var(--muted); }
 .toc ol { padding-inline-start: 1.6em; }
 .toc li { margin-block: 0.35em; }
+.licence { margin-block-start: 2.5rem; font-size: 0.85rem; color: var(--muted); }
+.licence summary { cursor: pointer; font-weight: 600; }
+.licence p { white-space: pre-line; }
 .books { list-style: none; padding: 0; }
 .books li { margin-block: 0.8em; }
 .books .by { color: var(--muted); }
@@ -265,7 +271,7 @@ export async function indexPage(editions: readonly EditionSummary[]): Promise<st
 
 /**
  * An edition's page (`editions/<id>/index.html`): title, author, its description, table of
- * contents.
+ * contents, and the book's licence as a note (folded) when it states one.
  */
 export async function editionPage(
   edition: EditionSummary,
@@ -293,6 +299,14 @@ export async function editionPage(
           ))}
         </ol>
       </nav>
+      {edition.licence
+        ? (
+          <details class="licence">
+            <summary>Licence</summary>
+            {edition.licence.split(/\n\s*\n/).map((paragraph) => <p>{paragraph.trim()}</p>)}
+          </details>
+        )
+        : null}
     </Layout>,
   );
 }

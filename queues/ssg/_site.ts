@@ -30,7 +30,7 @@ export function siteSource(ctx: QueueContext): SiteSource {
     list: (signal) =>
       abortable(
         ctx.sql<EditionSummary[]>`
-          select id, title, author, language, direction, meta_description as description
+          select id, title, author, language, direction, meta_description as description, licence
           from editions
           where published_at is not null
           order by published_at desc, id desc`,

@@ -117,3 +117,17 @@ Deno.test("editionPage() lists every chapter; chapterPage() links to the previou
   ]]);
   assert.deepEqual([rel(last, "prev"), rel(last, "next")], [["2.html", "2.html"], []]);
 });
+
+Deno.test("editionPage() shows the book's licence as a note when it states one", async () => {
+  const licence =
+    "This eBook is for the use of anyone anywhere.\n\nYou may copy it & give it away.";
+  const [withLicence] = await pagesOf({ id: "4", title: "T", author: null, licence });
+  const note = find(withLicence.doc, (e) => e.name === "details")[0];
+  assert.ok(note, "no licence note");
+  assert.deepEqual(
+    DomUtils.findAll((e) => e.name === "p", [note]).map((p) => DomUtils.textContent(p)),
+    ["This eBook is for the use of anyone anywhere.", "You may copy it & give it away."],
+  );
+  const [without] = await pagesOf({ id: "5", title: "T", author: null });
+  assert.equal(find(without.doc, (e) => e.name === "details").length, 0);
+});
