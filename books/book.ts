@@ -58,7 +58,7 @@ export function languageDirection(language: string): TextDirection {
 }
 
 /**
- * What a reader would notice was imperfect in a book (issue 10, "Say what was imperfect"):
+ * What a reader would notice was imperfect in a book:
  * - `no_headings`: no chapter headings were found, so the book is one chapter;
  * - `spine_item_skipped`: an EPUB spine item shows nothing or cannot be shown, and was left out;
  * - `resource_missing`: an image, link target or other file the book refers to is not in it;

@@ -1,7 +1,7 @@
 /**
  * One EPUB content document (XHTML, or an SVG page) into a chapter: its title — the navigation's
  * label, else its first top-ranked heading (`hgroup` parts joined by ": "), else its `<title>`
- * unless that only repeats the book's title (issue 10: "EPUB chapter titles taken from the first
+ * unless that only repeats the book's title ("EPUB chapter titles taken from the first
  * heading only"; "fixed-layout books with the book title on every chapter") — the heading taken
  * out of the body, its links rewritten (`epub_links.ts`), its own `lang`/`dir` kept on a wrapper,
  * and its nodes sanitised straight from the tree (`sanitize.ts`).

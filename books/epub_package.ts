@@ -1,6 +1,6 @@
 /**
  * Reading an EPUB's package document: the XML parser the OPF, container and NCX go through, and
- * what the metadata says about authors and direction (issue 10: "a creator with `aut` among its
+ * what the metadata says about authors and direction ("a creator with `aut` among its
  * roles, or with no role, is an author"; "Hebrew, Arabic and vertical Japanese come out with no
  * direction").
  *

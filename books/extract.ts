@@ -75,14 +75,14 @@ const CONFIG = new URL("../deno.json", import.meta.url).pathname;
 /**
  * A result this big (chapter html and resources, in bytes) ends its child instead of idling it:
  * the child's heap, several times the book, would otherwise stay allocated beside this process's
- * copy of the result while the chapters are saved (issue 10: "peak worker RSS ≤ 300 MB while
+ * copy of the result while the chapters are saved ("peak worker RSS ≤ 300 MB while
  * ingesting a 10 MB book"). Starting the next child costs ~90 ms; a big book takes seconds.
  */
 export const BIG_RESULT_BYTES = 4 * 1024 * 1024;
 
 /**
- * A plain-text book at most this big (bytes) is extracted on the calling thread, not in the child
- * (issue 11): for a tiny book the round trip (the request, the book serialised back, the child's
+ * A plain-text book at most this big (bytes) is extracted on the calling thread, not in the child:
+ * for a tiny book the round trip (the request, the book serialised back, the child's
  * turn) costs more than the parse, and the text reader is linear in time and memory, so the
  * longest stall this allows is a few ms (the worst inputs measured: README "Cost per job") and
  * its memory a small multiple of 4 KiB. Markdown and HTML always go to the child: their parsers

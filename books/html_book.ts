@@ -1,8 +1,8 @@
 /**
  * HTML books: cutting the Project Gutenberg frame out of the tree, reading title and author from
  * `<title>` ("X, by Y"), `<meta name="author">`, the frame's header or a byline, and splitting
- * into chapters at the heading level that divides the book. Issue 10: "an HTML book whose
- * chapters are `<h3>` came out as 2 chapters"; "a 'By Y' heading is the author, not a chapter".
+ * into chapters at the heading level that divides the book. A book whose chapters
+ * are `<h3>` has as many chapters as `<h3>`s, and a "By Y" heading is the author, not a chapter.
  *
  * @module
  */

@@ -7,7 +7,7 @@
  * Every relative `src` and `href` in chapter HTML is checked against the files of its edition in
  * this build: one that would not resolve (an EPUB's cross-file link, an image that was never
  * extracted) is dropped — the `img` removed, the `a` unwrapped to its text — so the built site
- * has no broken internal link (issue 7).
+ * has no broken internal link.
  *
  * @module
  */
