@@ -13,7 +13,7 @@ import { type ChildNode, type Element, isTag } from "domhandler";
 import { collapseWhitespace } from "./book.ts";
 import { type LinkRewriter, removeKeepingIds } from "./epub_links.ts";
 import { licenceText } from "./gutenberg.ts";
-import { blockText, isGutenbergFrame } from "./html_book.ts";
+import { blockText, isGutenbergFrame } from "./html_gutenberg.ts";
 import { parseMarkup } from "./markup.ts";
 import { type SanitizedHtml, sanitizeNodes } from "./sanitize.ts";
 
