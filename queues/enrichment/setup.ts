@@ -17,7 +17,7 @@ export default defineQueue({
     queue: parseQueueSettings(env, enrichment.defaults),
     remote: enrichment.readRemoteSettings(env),
   }),
-  setup({ base }, { queue, remote }) {
+  setup({ base, control }, { queue, remote }) {
     const ctx: enrichment.EnrichmentContext = {
       ...base,
       staleAfterMs: queue.staleAfterMs,
@@ -25,7 +25,7 @@ export default defineQueue({
     };
     return {
       consume: consumed(enrichment, ctx, queue.timeoutMs),
-      routes: { "/enrichment": enrichmentRoutes(ctx) },
+      routes: { "/enrichment": enrichmentRoutes(ctx, control) },
     };
   },
 });

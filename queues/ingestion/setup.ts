@@ -19,7 +19,7 @@ export default defineQueue({
     queue: parseQueueSettings(env, ingestion.defaults),
     onIngest: autoPublish.parseSettings(env).onIngest,
   }),
-  setup({ base, config }, { queue, onIngest }) {
+  setup({ base, config, control }, { queue, onIngest }) {
     const ctx: ingestion.IngestionContext = {
       ...base,
       storageDir: config.storageDir,
@@ -34,7 +34,7 @@ export default defineQueue({
     };
     return {
       consume: consumed(ingestion, ctx, queue.timeoutMs),
-      routes: { "/ingestion": ingestionRoutes(ctx) },
+      routes: { "/ingestion": ingestionRoutes(ctx, control) },
     };
   },
 });

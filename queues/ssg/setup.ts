@@ -14,7 +14,7 @@ export default defineQueue({
   name: ssg.name,
   view: ssgView,
   settings: (env) => parseQueueSettings(env, ssg.defaults),
-  setup({ base, config }, queue) {
+  setup({ base, config, control }, queue) {
     const ctx: ssg.SsgContext = {
       ...base,
       storageDir: config.storageDir,
@@ -23,7 +23,7 @@ export default defineQueue({
     };
     return {
       consume: consumed(ssg, ctx, queue.timeoutMs),
-      routes: { "/ssg": ssgRoutes(ctx), "/editions": editionRoutes(ctx) },
+      routes: { "/ssg": ssgRoutes(ctx, control), "/editions": editionRoutes(ctx) },
     };
   },
 });

@@ -18,7 +18,7 @@ export default defineQueue({
     queue: parseQueueSettings(env, userIngestion.defaults),
     maxUploadBytes: parseMaxUploadBytes(env),
   }),
-  setup({ base, config }, { queue, maxUploadBytes }) {
+  setup({ base, config, control }, { queue, maxUploadBytes }) {
     const ctx: userIngestion.UserIngestionContext = {
       ...base,
       storageDir: config.storageDir,
@@ -26,7 +26,7 @@ export default defineQueue({
     };
     return {
       consume: consumed(userIngestion, ctx, queue.timeoutMs),
-      routes: { "/user-books": userBookRoutes(ctx, maxUploadBytes) },
+      routes: { "/user-books": userBookRoutes(ctx, maxUploadBytes, control) },
       unlimitedBodies: UNLIMITED_BODY_PATHS,
     };
   },

@@ -6,7 +6,7 @@ import { autoPublishRoutes } from "../../../queues/auto_publish/routes.ts";
 import { seoRoutes } from "../../../queues/seo_backfill/routes.ts";
 import { UNLIMITED_BODY_PATHS, userBookRoutes } from "../../../queues/user_ingestion/routes.ts";
 import { enrichmentRoutes } from "../../../queues/enrichment/routes.ts";
-import { testApi } from "../../_api.ts";
+import { testApi, testControl } from "../../_api.ts";
 import { dbTest } from "../../_db.ts";
 import { ingestionContext } from "../../_ingestion.ts";
 
@@ -22,13 +22,13 @@ dbTest(
     // real worker's document covers them is in tests/process/admin_browser_test.ts).
     const app = testApi(ctx, TOKEN, {
       routes: {
-        "/ingestion": ingestionRoutes(ctx),
-        "/ssg": ssgRoutes(ctx),
+        "/ingestion": ingestionRoutes(ctx, testControl(ctx)),
+        "/ssg": ssgRoutes(ctx, testControl(ctx)),
         "/editions": editionRoutes(ctx),
         "/auto-publish": autoPublishRoutes({ ...ctx, announce: () => {} }),
         "/seo": seoRoutes({ ...ctx, staleAfterMs: 3_600_000 }),
-        "/user-books": userBookRoutes(ctx, 1024),
-        "/enrichment": enrichmentRoutes(ctx),
+        "/user-books": userBookRoutes(ctx, 1024, testControl(ctx)),
+        "/enrichment": enrichmentRoutes(ctx, testControl(ctx)),
       },
       unlimitedBodies: UNLIMITED_BODY_PATHS,
     });
