@@ -88,7 +88,7 @@ export const ERROR_RESPONSES: Readonly<Record<number, { name: string; response: 
 const singular = (word: string): string => word.replace(/s$/, "");
 const camel = (words: string[]): string =>
   words.flatMap((w) => w.split(/[^A-Za-z0-9]+/)).filter(Boolean)
-    .map((w, i) => i === 0 ? w.toLowerCase() : w[0].toUpperCase() + w.slice(1).toLowerCase())
+    .map((w, i) => i === 0 ? w[0].toLowerCase() + w.slice(1) : w[0].toUpperCase() + w.slice(1))
     .join("");
 // Literal last segments that name an action on a collection, not a collection.
 const COLLECTION_ACTIONS: Record<string, string> = {

@@ -15,7 +15,8 @@
  * @module
  */
 import { Hono } from "hono";
-import { describeRoute } from "./openapi.ts";
+import { z } from "zod";
+import { describeRoute, zValidator } from "./openapi.ts";
 import type { QueueView } from "../admin/queue_view.ts";
 import type { StatsCache } from "../admin/stats_cache.ts";
 import type { QueueControl } from "../control.ts";
@@ -71,6 +72,16 @@ export function queuesRoutes(deps: QueuesDeps): Hono {
     },
   );
 
+  const names = [...byName.keys()] as [string, ...string[]];
+  const param = zValidator(
+    "param",
+    z.object({ queue: z.enum(names) }),
+    (result) =>
+      result.success ? undefined : Response.json(
+        { error: `No such queue: expected one of ${deps.views.map((v) => v.name).join(", ")}` },
+        { status: 404 },
+      ),
+  );
   for (const [action, pause] of [["pause", true], ["resume", false]] as const) {
     app.post(
       `/:queue/${action}`,
@@ -80,9 +91,10 @@ export function queuesRoutes(deps: QueuesDeps): Hono {
           : "Resume a paused queue",
         responses: { 200: "`{ queue, paused, paused_at }`", 404: "No such queue" },
       }),
+      param,
       async (c) => {
-        const view = byName.get(c.req.param("queue"));
-        if (!view) return c.json({ error: `No queue named "${c.req.param("queue")}"` }, 404);
+        const view = byName.get(c.req.valid("param").queue);
+        if (!view) return c.json({ error: `No queue named "${c.req.valid("param").queue}"` }, 404);
         const state = pause ? await deps.control.pause(view.name) : await deps.control.resume(
           view.name,
         );
