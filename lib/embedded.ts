@@ -64,7 +64,7 @@ export interface EmbeddedOptions {
   onLog?: (line: string) => void;
   /**
    * Extra server settings, passed as `-c name=value` at start (e.g. `shared_preload_libraries`
-   * for `deno task bench`, issue 11). Names and values must not contain spaces or quotes. A
+   * for `deno task bench`). Names and values must not contain spaces or quotes. A
    * server already running in `dir` is reused as it is, without them.
    */
   settings?: Readonly<Record<string, string>>;

@@ -1,6 +1,6 @@
 /**
- * How a queue joins the process: each queue folder's `setup.ts` exports a {@linkcode QueueSetup}
- * by default, and main.ts lists those setups once. A setup reads and checks every setting its
+ * How a queue joins the process: each queue folder's `setup.ts` exports its {@linkcode QueueSetup}
+ * as `queue`, and main.ts lists those setups once. A setup reads and checks every setting its
  * queue owns, then builds its context and parts from them: the in-process consumer's queue (for a
  * consumed queue), its API route families and its admin view. main.ts does the rest for every
  * queue alike (lock, wake, NOTIFY channel, consumer, stop order, metrics, dashboard).

@@ -2,7 +2,7 @@
  * HTTP pieces the two host-polled queues' routes share (queues/auto_publish/routes.ts,
  * queues/seo_backfill/routes.ts): id, token and limit schemas, the 400 that names the field, the
  * JSON content-type rule, 405 with `Allow`, 503 for an unreachable database, and the answer to a
- * settle (issue 8, "The claim API").
+ * settle.
  *
  * @module
  */
@@ -41,6 +41,15 @@ export const claimToken = z.string().regex(
   "expected the claim_token the claim returned",
 );
 
+/**
+ * A claim key (docs/claim-keys.md): a uuid the poller chose before sending the claim and sends
+ * again when the claim's answer was lost; the same key returns the same jobs and tokens.
+ */
+export const claimKey = z.string().regex(
+  /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i,
+  "expected a uuid the poller chose for this claim",
+);
+
 /** Text PostgreSQL can store: no NUL bytes (they fail `text` and `jsonb` with a 22xxx error). */
 export function storableText(min: number, max: number) {
   return z.string().min(min).max(max).refine((s) => !s.includes("\0"), "must not contain NUL");
@@ -72,7 +81,7 @@ interface Checked {
   error?: { issues: ReadonlyArray<{ path: ReadonlyArray<PropertyKey>; message: string }> };
 }
 
-/** zValidator's hook: bad input is a 400 JSON error that names the field (STYLE.md §7). */
+/** zValidator's hook: bad input is a 400 JSON error that names the field (docs/development.md). */
 export function invalid(result: Checked): Response | undefined {
   if (result.success || !result.error) return undefined;
   const issue = result.error.issues[0];

@@ -49,7 +49,7 @@ import type { Fragment, Sql, TxSql } from "../../lib/db.ts";
 import { transaction } from "../../lib/db.ts";
 import { ConfigError, parseQueueSettings, type QueueDefaults } from "../../lib/config.ts";
 import type { Logger } from "../../lib/log.ts";
-import type { IndexNowSettings } from "./indexnow.ts";
+import type { IndexNowSettings } from "./_indexnow.ts";
 import {
   BULK_RETRY_MAX,
   bulkOutcome,
@@ -80,7 +80,7 @@ export const INTERRUPTED = "interrupted (consumer restarted)";
 /**
  * No time-based settings: no stale rule (the poller's startup `recover` is the crash recovery)
  * and no run timeout (the host command's own). `AUTO_PUBLISH_STALE_AFTER_MS` and
- * `AUTO_PUBLISH_TIMEOUT_MS` would be ignored, so a set value stops startup (review5).
+ * `AUTO_PUBLISH_TIMEOUT_MS` would be ignored, so a set value stops startup.
  */
 export const defaults: QueueDefaults<null, null> = {
   envPrefix: "AUTO_PUBLISH",
@@ -154,7 +154,7 @@ export interface AutoPublishSettings {
  * Read `AUTO_PUBLISH_ON_INGEST` (`true`/`false`/`1`/`0`, default on), `INDEXNOW_URL`,
  * `INDEXNOW_KEY` and `SITE_URL` (both required once `INDEXNOW_URL` is set). `INDEXNOW_KEY` is
  * checked whenever it is set, and the time settings this queue lacks ({@linkcode defaults}) must
- * be unset: every setting is checked at startup (review5).
+ * be unset: every setting is checked at startup.
  *
  * @param env variables by name; an empty string counts as unset.
  * @throws {ConfigError} naming the variable, e.g.
@@ -192,7 +192,7 @@ export function parseSettings(
         `INDEXNOW_URL), received ${key ? `${key.length} characters` : '""'}`,
     );
   const goodKey = /^[A-Za-z0-9-]{8,128}$/.test(key);
-  // Checked whenever it is set, INDEXNOW_URL or not (review5).
+  // Checked whenever it is set, INDEXNOW_URL or not.
   if (key && !goodKey) throw keyError();
   let indexNow: IndexNowSettings | null = null;
   if (env.INDEXNOW_URL) {
@@ -205,9 +205,9 @@ export function parseSettings(
 }
 
 /**
- * The statement that creates an edition's job when its ingestion completes (issue 8;
- * `AUTO_PUBLISH_ON_INGEST`), run as a part of the ingestion's completing statement, so it commits
- * with the edition or not at all, and costs no round trip of its own (issue 11). Same refusals as
+ * The statement that creates an edition's job when its ingestion completes
+ * (`AUTO_PUBLISH_ON_INGEST`), run as a part of the ingestion's completing statement, so it commits
+ * with the edition or not at all, and costs no round trip of its own. Same refusals as
  * the API ({@linkcode enqueue}): no second job while the edition has one `Queued` or `Running` (the
  * partial unique index), none while its breaker is open. A refusal writes nothing and the
  * ingestion still commits. The edition exists: the same statement saved it (its own rows are not
@@ -267,7 +267,7 @@ const COLUMNS = [
 
 /**
  * Queue an auto-publish job for an edition, unless it already has one `Queued` or `Running` or
- * the breaker is open (ADR-022 row 5, issue 8). Call it inside the ingestion save's transaction to
+ * the breaker is open (ADR-022 row 5). Call it inside the ingestion save's transaction to
  * create the job with the edition.
  *
  * @param sql the pool, or the caller's transaction.
@@ -512,19 +512,63 @@ export async function recover(ctx: Pick<AutoPublishContext, "sql" | "events">): 
 /**
  * Claim the next job: `Queued`, highest priority first, then oldest (ADR-022: keep `ORDER BY
  * priority DESC, created_at`). One statement: the scalar `id = (select … for update skip locked
- * limit 1)` takes exactly one row (STYLE.md §3), counts the attempt and mints a fresh token.
+ * limit 1)` takes exactly one row (docs/development.md), counts the attempt and mints a fresh token.
  *
- * @returns the claimed job with its edition and `claim_token`, or null when none is queued or
- *   the queue is paused (`queue_pauses`, read in the same statement).
+ * With a claim key (docs/claim-keys.md) the claim is safe to repeat: under a transaction-level
+ * advisory lock on the key (a repeat that arrives while the first is still running waits for it),
+ * the job this key already claimed is returned again, `Running` with the same token and attempt;
+ * a key whose job has been settled since (completed, failed, given back, recovered) claims
+ * nothing; only a key no job carries claims, and stamps the job with it. The startup `recover`
+ * (ADR-022) is not part of the claim and is unchanged: it fails a keyed job like any other.
+ *
+ * @param key the poller's claim key (uuid text), or undefined for a claim that is not repeatable.
+ * @returns the claimed job with its edition and `claim_token`, or null when none is queued (or the
+ *   key's job is settled), or when the queue is paused (`queue_pauses`, read in the same
+ *   statement).
  */
 export async function claim(
-  ctx: Pick<AutoPublishContext, "sql" | "events">,
+  ctx: Pick<AutoPublishContext, "sql" | "log" | "events">,
+  key?: string,
 ): Promise<ClaimedAutoPublishJob | null> {
-  const [row] = await ctx.sql<(ClaimedAutoPublishJob & { runnable_for_s: number | null })[]>`
+  if (key === undefined) {
+    const row = await claimNext(ctx.sql, null);
+    if (!row) return null;
+    const { runnable_for_s, ...job } = row;
+    publish(ctx, job, "claimed", runnable_for_s);
+    return job;
+  }
+  return await transaction(ctx.sql, ctx.log, async (tx) => {
+    await tx.sql`select pg_advisory_xact_lock(hashtext(${table}), hashtext(${key}))`;
+    const held = await tx.sql<(ClaimedAutoPublishJob & { running: boolean })[]>`
+      select ${tx.sql(COLUMNS.map((c) => `c.${c}`))}, c.claim_token,
+             c.status = 'Running' as running, ${editionJson(tx.sql)}
+      from auto_publish_jobs c join editions e on e.id = c.edition_id
+      where c.claim_key = ${key}`;
+    if (held.length > 0) {
+      const again = held.find((r) => r.running);
+      if (!again) return null;
+      const { running: _, ...job } = again;
+      ctx.log.info({ queue: name, id: job.id, key }, "claim repeated: the same job and token");
+      return job;
+    }
+    const row = await claimNext(tx.sql, key);
+    if (!row) return null;
+    const { runnable_for_s, ...job } = row;
+    tx.afterCommit(() => publish(ctx, job, "claimed", runnable_for_s));
+    return job;
+  });
+}
+
+// The claiming statement: the next Queued job → Running, stamped with `key` (null: no key).
+async function claimNext(
+  sql: Sql | TxSql,
+  key: string | null,
+): Promise<(ClaimedAutoPublishJob & { runnable_for_s: number | null }) | undefined> {
+  const [row] = await sql<(ClaimedAutoPublishJob & { runnable_for_s: number | null })[]>`
     with claimed as (
       update auto_publish_jobs
       set status = 'Running', attempt_count = attempt_count + 1, claim_token = gen_random_uuid(),
-          claimed_at = now(), updated_at = now()
+          claim_key = ${key}, claimed_at = now(), updated_at = now()
       where id = (
         select id from auto_publish_jobs
         where status = 'Queued'
@@ -534,21 +578,23 @@ export async function claim(
         limit 1
       )
       returning *, (
-        -- The wake latency (issue 12; here the poller's latency): a subquery in RETURNING reads
-        -- the statement's snapshot, so it sees the row before this claim, Queued since its last
+        -- The wake latency (here the poller's latency): a subquery in RETURNING reads the
+        -- statement's snapshot, so it sees the row before this claim, Queued since its last
         -- write (insert, give-back, retry).
         select extract(epoch from now() - o.updated_at)::float8
         from auto_publish_jobs o where o.id = auto_publish_jobs.id and o.status = 'Queued'
       ) as runnable_for_s
     )
-    select ${ctx.sql(COLUMNS.map((c) => `c.${c}`))}, c.claim_token, c.runnable_for_s,
-           jsonb_build_object('id', e.id::text, 'title', e.title, 'author', e.author,
-                              'published_at', e.published_at) as edition
+    select ${sql(COLUMNS.map((c) => `c.${c}`))}, c.claim_token, c.runnable_for_s,
+           ${editionJson(sql)}
     from claimed c join editions e on e.id = c.edition_id`;
-  if (!row) return null;
-  const { runnable_for_s, ...job } = row;
-  publish(ctx, job, "claimed", runnable_for_s);
-  return job;
+  return row;
+}
+
+// The edition as a claim returns it, from `e` (the job's edition).
+function editionJson(sql: Sql | TxSql) {
+  return sql`jsonb_build_object('id', e.id::text, 'title', e.title, 'author', e.author,
+                                'published_at', e.published_at) as edition`;
 }
 
 /**

@@ -8,8 +8,9 @@
  * - `GET /jobs?status=Failed&limit=50&before=<id>` → 200 `{ jobs, next }`, newest first.
  * - `GET /jobs/:id` → 200 the job; 404.
  * - `POST /recover` → 200 `{ recovered: [ids] }` (the poller's startup UPDATE).
- * - `POST /jobs/claim` (no body, or `{}`) → 200 `{ jobs: [job + edition + claim_token] }` or
- *   `{ jobs: [] }`.
+ * - `POST /jobs/claim` (no body, `{}`, or `{ claim_key }`) → 200 `{ jobs: [job + edition +
+ *   claim_token] }` or `{ jobs: [] }`; a repeated `claim_key` returns the job it claimed, same
+ *   token (docs/claim-keys.md).
  * - `POST /jobs/:id/complete` `{ claim_token, result? }`, `…/fail` `{ claim_token, error }`,
  *   `…/give-back` `{ claim_token }` → 200 the job (again for a repeat with the same token); 409
  *   when the token no longer matches; 404.
@@ -30,6 +31,7 @@ import { describeRoute, zValidator } from "../../lib/http/openapi.ts";
 import { z } from "zod";
 import * as queue from "./mod.ts";
 import {
+  claimKey,
   claimToken,
   hostRouter,
   id,
@@ -74,6 +76,7 @@ const createBody = z.strictObject({
 const completeBody = z.strictObject({ claim_token: claimToken, result: storableObject.optional() });
 const failBody = z.strictObject({ claim_token: claimToken, error: storableText(1, 8000) });
 const giveBackBody = z.strictObject({ claim_token: claimToken });
+const claimBody = z.strictObject({ claim_key: claimKey.optional() });
 
 /**
  * Build the auto-publish routes.
@@ -175,14 +178,15 @@ export function autoPublishRoutes(ctx: queue.AutoPublishContext): Hono {
   app.post(
     "/jobs/claim",
     describeRoute({
-      summary: "Claim the next Queued job (priority, then oldest) with a fresh claim_token",
+      summary: "Claim the next Queued job (priority, then oldest) with a fresh claim_token; " +
+        "a repeated claim_key returns the job it claimed, same token",
       responses: { 200: "`{ jobs: [job + edition + claim_token] }`, or `{ jobs: [] }`" },
       optionalBody: true,
     }),
     optionalJson,
-    zValidator("json", z.strictObject({}), invalid),
+    zValidator("json", claimBody, invalid),
     async (c) => {
-      const job = await queue.claim(ctx);
+      const job = await queue.claim(ctx, c.req.valid("json").claim_key);
       return c.json({ jobs: job ? [job] : [] });
     },
   );

@@ -21,7 +21,7 @@
  *   `Running` book's run is stopped first and settled by {@linkcode cancelRun} (fenced).
  *
  * Stale rule: `Running` started more than `staleAfterMs` ago (default 10 min) → `Pending`, the
- * attempt spent. Beyond the ADR (issue 7): at {@linkcode MAX_ATTEMPTS} it is `Failed` instead, so
+ * attempt spent. Beyond the ADR: at {@linkcode MAX_ATTEMPTS} it is `Failed` instead, so
  * one book can never loop on paid calls.
  *
  * @module
@@ -46,11 +46,11 @@ import {
   type QueueStats,
   settleClaim,
 } from "../../lib/queue.ts";
-// The engines are loaded on the first run, not at startup (issue 11, memory): their libraries
+// The engines are loaded on the first run, not at startup: their libraries
 // (franc-min, iso-639-3, stopword, syllable; the openai SDK) hold about 30 MB a worker that never
 // enriches a book has no use for.
-import type { LocalMetadata } from "./local.ts";
-import type { RemoteMetadata, RemoteSettings } from "./remote.ts";
+import type { LocalMetadata } from "./_local.ts";
+import type { RemoteMetadata, RemoteSettings } from "./_remote.ts";
 import { cancelJob } from "../../lib/control.ts";
 
 /** Queue name used in logs, events and the lock key. */
@@ -66,7 +66,7 @@ export const defaults: QueueDefaults = {
   staleAfterMs: 600_000,
   timeoutMs: 180_000,
 };
-/** Attempts before enrichment is `Failed` for good (issue 7, beyond the ADR). */
+/** Attempts before enrichment is `Failed` for good. */
 export const MAX_ATTEMPTS = 3;
 /** Characters of the book's text sent to the remote engine. */
 export const EXCERPT_CHARS = 12_000;
@@ -119,8 +119,7 @@ export interface EnrichmentView {
 
 /**
  * Read the remote engine's settings: on when `ENRICHMENT_API_URL` is set. Every one is checked
- * whenever it is set, the engine on or off (review5: a bad `ENRICHMENT_API_TIMEOUT_MS` was
- * ignored while the URL was unset, and only stopped the worker once someone set the URL).
+ * whenever it is set, the engine on or off.
  *
  * @param env variables by name; an empty string counts as unset.
  * @returns the settings, or null when `ENRICHMENT_API_URL` is unset.
@@ -174,7 +173,7 @@ export function remoteEngine(settings: RemoteSettings | null): RemoteEngine | nu
   if (!settings) return null;
   let client: Promise<OpenAI> | undefined;
   return {
-    client: () => client ??= import("./remote.ts").then((m) => m.createClient(settings)),
+    client: () => client ??= import("./_remote.ts").then((m) => m.createClient(settings)),
     settings,
   };
 }
@@ -385,7 +384,7 @@ export async function stats(sql: Sql): Promise<QueueStats> {
 
 /**
  * Stale recovery, on every wake: `Running` started more than `staleAfterMs` ago → `Pending` with
- * the attempt spent, or `Failed` at the cap (ADR-022 row 3; the cap is issue 7's). One statement.
+ * the attempt spent, or `Failed` at the cap (ADR-022 row 3; the cap is this queue's own, beyond the ADR). One statement.
  */
 export async function recover(ctx: EnrichmentContext, _signal: AbortSignal): Promise<void> {
   const rows = await ctx.sql<{ id: string; status: EnrichmentStatus; attempt_count: number }[]>`
@@ -470,7 +469,7 @@ function pick(row: { status: EnrichmentStatus; attempt_count: number }) {
 /**
  * Claim the oldest `Pending` book: one atomic conditional UPDATE `Pending` → `Running` (ADR-022
  * row 3), the scalar `id = (select … for update skip locked limit 1)` taking exactly one row
- * (STYLE.md §3). Counts the attempt and stamps this boot's id.
+ * (docs/development.md). Counts the attempt and stamps this boot's id.
  *
  * @param lockHeld the queue lock's claim fence (lib/lock.ts): without the lock, nothing is claimed.
  *   Omitted only by tests that call the verb directly.
@@ -496,7 +495,7 @@ export async function claim(
     )
     returning id, metadata_enrichment_attempt_count as attempt_count,
               metadata_enrichment_claimed_by as claimed_by, title, author, (
-                -- The wake latency (issue 12): a subquery in RETURNING reads the statement's
+                -- The wake latency: a subquery in RETURNING reads the statement's
                 -- snapshot, so it sees the row as it was before this claim: Pending since its
                 -- last write (the completing ingestion, a give-back, a retry, a recovery).
                 select extract(epoch from now() - o.updated_at)::float8
@@ -567,11 +566,11 @@ export async function run(
   try {
     const chapters = await ctx.sql<{ html: string }[]>`
       select html from user_chapters where user_book_id = ${job.id} order by position`;
-    const { enrichLocally, htmlToText } = await import("./local.ts");
+    const { enrichLocally, htmlToText } = await import("./_local.ts");
     const local = enrichLocally(chapters.map((c) => c.html), signal);
     let metadata: Metadata = { ...local, engine: "local" };
     if (ctx.remote) {
-      const { enrichRemotely } = await import("./remote.ts");
+      const { enrichRemotely } = await import("./_remote.ts");
       const remote = await enrichRemotely(await ctx.remote.client(), ctx.remote.settings, {
         bookId: job.id,
         attempt: job.attempt_count,
@@ -598,7 +597,7 @@ export async function run(
       return await retryLater(ctx, job, signal.reason);
     }
     // Only the remote engine has permanent faults (a malformed answer, an HTTP 4xx).
-    if (ctx.remote && (await import("./remote.ts")).isPermanent(err)) {
+    if (ctx.remote && (await import("./_remote.ts")).isPermanent(err)) {
       return await fail(ctx, job, (err as Error).message);
     }
     return await retryLater(ctx, job, err);
@@ -618,7 +617,7 @@ type TxFragment = ReturnType<TxSql>;
 
 // Every write that settles a claimed book goes through here. It matches the row as this run
 // claimed it (Running, this attempt, this boot); 0 rows means the claim was lost: log it, change
-// nothing (STYLE.md §3). The event is published only once the write has committed.
+// nothing (docs/development.md). The event is published only once the write has committed.
 async function settle(
   ctx: EnrichmentContext,
   job: EnrichmentJob,

@@ -31,7 +31,8 @@
  *   BeforeSnapshot of the originals taken the first time this path changes that edition.
  * - Running → Failed: {@linkcode fail}; {@linkcode recover} for rows claimed longer than
  *   `staleAfterMs` ago (default 1 h).
- * - Running → Queued: {@linkcode giveBack} (the poller was stopped; attempt not counted).
+ * - Running → Queued: {@linkcode giveBack}, {@linkcode giveBackMany} (the poller was stopped;
+ *   attempt not counted).
  * - Failed → Queued: {@linkcode retry}, the admin retry; {@linkcode bulkRetry} for every
  *   `Failed` job matching a filter, in one statement.
  * - Queued → Failed: {@linkcode cancel}, the admin cancel (error `cancelled by admin`). A
@@ -72,7 +73,7 @@ export const name = "seo_backfill";
 export const table = "seo_backfill_jobs";
 /**
  * Settings: `SEO_STALE_AFTER_MS` (default 1 h, ADR-022 "Per queue"). No `SEO_TIMEOUT_MS`: the host
- * command bounds its own run; a set value stops startup (review5: it was read and ignored).
+ * command bounds its own run; a set value stops startup.
  */
 export const defaults: QueueDefaults<number, null> = {
   envPrefix: "SEO",
@@ -83,7 +84,7 @@ export const defaults: QueueDefaults<number, null> = {
       "(the stale sweep, SEO_STALE_AFTER_MS, fails one that never settles)",
   },
 };
-/** Most jobs one claim may take (issue 8: 1 ≤ N ≤ 50). */
+/** Most jobs one claim may take (1 ≤ N ≤ 50). */
 export const MAX_CLAIM = 50;
 
 /** Statuses of `seo_backfill_jobs.status`. */
@@ -333,15 +334,64 @@ export async function recover(
 /**
  * Sweep, then claim up to `limit` `Queued` jobs, oldest first: one statement whose CTE locks the
  * rows (`for update skip locked`, evaluated once) and whose UPDATE counts each attempt and mints
- * each job its own token (never `id in (select …)`: STYLE.md §3).
+ * each job its own token (never `id in (select …)`: docs/development.md).
  *
- * @param limit 1..{@linkcode MAX_CLAIM}.
+ * With a claim key (docs/claim-keys.md) the claim is safe to repeat. The sweep runs first,
+ * unchanged (ADR-022). Then, under a transaction-level advisory lock on the key (a repeat that
+ * arrives while the first is still running waits for it): the poller jobs this key claimed that
+ * are still `Running` are returned again, same tokens and attempts; a key whose jobs have all been
+ * settled since (completed, failed, given back, swept) claims nothing; only a key no job carries
+ * claims, and stamps its jobs with it. Crew jobs never carry a key, and the lookup reads poller
+ * jobs only, so a key never returns or touches a crew job.
+ *
+ * @param limit 1..{@linkcode MAX_CLAIM}; a repeat returns the key's jobs whatever its limit.
+ * @param key the poller's claim key (uuid text), or undefined for a claim that is not repeatable.
  * @returns the claimed jobs, oldest first, each with its edition and `claim_token`; [] when none
  *   is queued or the queue is paused (`queue_pauses`, read in the same statement).
  */
-export async function claim(ctx: SeoContext, limit: number): Promise<ClaimedSeoJob[]> {
+export async function claim(
+  ctx: SeoContext,
+  limit: number,
+  key?: string,
+): Promise<ClaimedSeoJob[]> {
   await recover(ctx);
-  const rows = await ctx.sql<(ClaimedSeoJob & { runnable_for_s: number | null })[]>`
+  if (key === undefined) {
+    return (await claimNext(ctx.sql, limit, null)).map(({ runnable_for_s, ...job }) => {
+      publish(ctx, job, "claimed", runnable_for_s);
+      return job;
+    });
+  }
+  return await transaction(ctx.sql, ctx.log, async (tx) => {
+    await tx.sql`select pg_advisory_xact_lock(hashtext(${table}), hashtext(${key}))`;
+    const held = await tx.sql<(ClaimedSeoJob & { running: boolean })[]>`
+      select ${tx.sql(COLUMNS.map((c) => `c.${c}`))}, c.claim_token,
+             c.status = 'Running' as running, ${editionJson(tx.sql)}
+      from seo_backfill_jobs c join editions e on e.id = c.edition_id
+      where c.claim_key = ${key} and c.claimed_via = 'poller'
+      order by c.created_at, c.id`;
+    if (held.length > 0) {
+      const again = held.filter((r) => r.running).map(({ running: _, ...job }) => job);
+      ctx.log.info(
+        { queue: name, ids: again.map((j) => j.id), key },
+        "claim repeated: the same jobs and tokens",
+      );
+      return again;
+    }
+    return (await claimNext(tx.sql, limit, key)).map(({ runnable_for_s, ...job }) => {
+      tx.afterCommit(() => publish(ctx, job, "claimed", runnable_for_s));
+      return job;
+    });
+  });
+}
+
+// The claiming statement: up to `limit` Queued jobs → Running, stamped with `key` (null: none).
+async function claimNext(
+  sql: Sql | TxSql,
+  limit: number,
+  key: string | null,
+): Promise<(ClaimedSeoJob & { runnable_for_s: number | null })[]> {
+  return [
+    ...await sql<(ClaimedSeoJob & { runnable_for_s: number | null })[]>`
     with picked as (
       select id as picked_id from seo_backfill_jobs
       where status = 'Queued'
@@ -352,25 +402,22 @@ export async function claim(ctx: SeoContext, limit: number): Promise<ClaimedSeoJ
     ), claimed as (
       update seo_backfill_jobs j
       set status = 'Running', attempt_count = j.attempt_count + 1,
-          claim_token = gen_random_uuid(), claimed_at = now(), claimed_via = 'poller',
-          updated_at = now()
+          claim_token = gen_random_uuid(), claim_key = ${key}, claimed_at = now(),
+          claimed_via = 'poller', updated_at = now()
       from picked where j.id = picked.picked_id
       returning j.*, (
-        -- The wake latency (issue 12; here the poller's latency): a subquery in RETURNING reads
-        -- the statement's snapshot, so it sees the row before this claim, Queued since its last
+        -- The wake latency (here the poller's latency): a subquery in RETURNING reads the
+        -- statement's snapshot, so it sees the row before this claim, Queued since its last
         -- write (insert, give-back, retry).
         select extract(epoch from now() - o.updated_at)::float8
         from seo_backfill_jobs o where o.id = j.id and o.status = 'Queued'
       ) as runnable_for_s
     )
-    select ${ctx.sql(COLUMNS.map((c) => `c.${c}`))}, c.claim_token, c.runnable_for_s,
-           ${editionJson(ctx.sql)}
+    select ${sql(COLUMNS.map((c) => `c.${c}`))}, c.claim_token, c.runnable_for_s,
+           ${editionJson(sql)}
     from claimed c join editions e on e.id = c.edition_id
-    order by c.created_at, c.id`;
-  return rows.map(({ runnable_for_s, ...job }) => {
-    publish(ctx, job, "claimed", runnable_for_s);
-    return job;
-  });
+    order by c.created_at, c.id`,
+  ];
 }
 
 /**
@@ -486,6 +533,39 @@ export async function giveBack(
     return { outcome: "settled", job: row };
   }
   return afterMiss(await reread(ctx.sql, id), token, "give-back");
+}
+
+/**
+ * Give several jobs back in one statement (the poller's stop: one request, whatever the batch, so
+ * the stop fits its budget): each row fenced on its own token, as {@linkcode giveBack}.
+ *
+ * @param jobs ids with the tokens their claim returned (ids unique).
+ * @returns one outcome per job, in the order given; nothing changes for a job unless `settled`.
+ */
+export async function giveBackMany(
+  ctx: Pick<SeoContext, "sql" | "events">,
+  jobs: ReadonlyArray<{ id: string; token: string }>,
+): Promise<Array<{ id: string } & SettleOutcome<SeoJobRow>>> {
+  const rows = await ctx.sql<SeoJobRow[]>`
+    update seo_backfill_jobs j
+    set status = 'Queued', attempt_count = j.attempt_count - 1, error = null, claimed_at = null,
+        updated_at = now()
+    from unnest(${ctx.sql.array(jobs.map((j) => j.id))}::bigint[],
+                ${ctx.sql.array(jobs.map((j) => j.token))}::uuid[]) as t(id, token)
+    where j.id = t.id and j.status = 'Running' and j.claim_token = t.token
+    returning ${ctx.sql(COLUMNS.map((c) => `j.${c}`))}`;
+  const settled = new Map(rows.map((r) => [r.id, r]));
+  const out: Array<{ id: string } & SettleOutcome<SeoJobRow>> = [];
+  for (const { id, token } of jobs) {
+    const row = settled.get(id);
+    if (row) {
+      publish(ctx, row, "given_back");
+      out.push({ id, outcome: "settled", job: row });
+    } else {
+      out.push({ id, ...afterMiss(await reread(ctx.sql, id), token, "give-back") });
+    }
+  }
+  return out;
 }
 
 /**

@@ -5,8 +5,11 @@
  *
  * - `POST /jobs` `{ "edition_id": "12" }` → 201 the job (`Queued`); 404 unknown edition.
  * - `GET /jobs?status=&limit=&before=` → 200 `{ jobs, next }`, newest first; `GET /jobs/:id`.
- * - `POST /jobs/claim` `{ "limit"?: 1..50 }` (default 1) → 200 `{ jobs: [job + edition +
- *   claim_token] }`, after the stale sweep.
+ * - `POST /jobs/claim` `{ "limit"?: 1..50, "claim_key"?: uuid }` (default 1) → 200 `{ jobs: [job
+ *   + edition + claim_token] }`, after the stale sweep; a repeated `claim_key` returns the jobs it
+ *   claimed that are still `Running`, same tokens (docs/claim-keys.md).
+ * - `POST /jobs/give-back` `{ "jobs": [{ id, claim_token }, …] }` (1..50) → 200 `{ jobs: [{ id,
+ *   outcome, status }] }`: each fenced on its token, as the one-job give-back (the poller's stop).
  * - `POST /jobs/crew` `{ "edition_id": "12" }` → 201 the job, already `Running`, with its
  *   `claim_token` and edition.
  * - `POST /jobs/:id/complete` `{ claim_token, result: { meta_title, meta_description,
@@ -29,6 +32,7 @@ import { describeRoute, zValidator } from "../../lib/http/openapi.ts";
 import { z } from "zod";
 import * as queue from "./mod.ts";
 import {
+  claimKey,
   claimToken,
   count,
   hostRouter,
@@ -67,7 +71,10 @@ function settleDoc(summary: string) {
 }
 
 const editionBody = z.strictObject({ edition_id: id });
-const claimBody = z.strictObject({ limit: count(queue.MAX_CLAIM).default(1) });
+const claimBody = z.strictObject({
+  limit: count(queue.MAX_CLAIM).default(1),
+  claim_key: claimKey.optional(),
+});
 /** What an SEO command must produce (and the complete route stores and applies). */
 export const seoFields = z.strictObject({
   meta_title: storableText(1, 300),
@@ -77,6 +84,10 @@ export const seoFields = z.strictObject({
 const completeBody = z.strictObject({ claim_token: claimToken, result: seoFields });
 const failBody = z.strictObject({ claim_token: claimToken, error: storableText(1, 8000) });
 const giveBackBody = z.strictObject({ claim_token: claimToken });
+const giveBackManyBody = z.strictObject({
+  jobs: z.array(z.strictObject({ id, claim_token: claimToken })).min(1).max(queue.MAX_CLAIM)
+    .refine((jobs) => new Set(jobs.map((j) => j.id)).size === jobs.length, "ids must be unique"),
+});
 
 /**
  * Build the SEO backfill routes.
@@ -147,7 +158,8 @@ export function seoRoutes(ctx: queue.SeoContext): Hono {
   });
 
   const claimDoc = describeRoute({
-    summary: "Sweep stale Running jobs, then claim up to `limit` Queued jobs, oldest first",
+    summary: "Sweep stale Running jobs, then claim up to `limit` Queued jobs, oldest first; a " +
+      "repeated claim_key returns the jobs it claimed, same tokens",
     responses: { 200: "`{ jobs: [job + edition + claim_token] }` ([] when none)" },
     optionalBody: true,
   });
@@ -157,7 +169,33 @@ export function seoRoutes(ctx: queue.SeoContext): Hono {
     optionalJson,
     zValidator("json", claimBody, invalid),
     async (c) => {
-      return c.json({ jobs: await queue.claim(ctx, c.req.valid("json").limit) });
+      const body = c.req.valid("json");
+      return c.json({ jobs: await queue.claim(ctx, body.limit, body.claim_key) });
+    },
+  );
+
+  const giveBackManyDoc = describeRoute({
+    summary: "Give several claimed jobs back in one request (each fenced on its token)",
+    responses: {
+      200: "`{ jobs: [{ id, outcome, status }] }`: outcome settled, repeated, lost or absent",
+      415: "Content-Type is not application/json",
+    },
+  });
+  app.post(
+    "/jobs/give-back",
+    giveBackManyDoc,
+    requireJson,
+    zValidator("json", giveBackManyBody, invalid),
+    async (c) => {
+      const jobs = c.req.valid("json").jobs.map((j) => ({ id: j.id, token: j.claim_token }));
+      const outcomes = await queue.giveBackMany(ctx, jobs);
+      return c.json({
+        jobs: outcomes.map((o) => ({
+          id: o.id,
+          outcome: o.outcome,
+          status: o.outcome === "absent" ? null : o.job.status,
+        })),
+      });
     },
   );
 

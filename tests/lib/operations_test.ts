@@ -38,7 +38,7 @@ import type { IngestionContext } from "../../queues/ingestion/mod.ts";
 const TOKEN = "operations-test-token-0123456789";
 const auth = { authorization: `Bearer ${TOKEN}` };
 
-async function api(db: TestDb, ctx: IngestionContext, control = testControl(ctx, db.schema)) {
+function api(db: TestDb, ctx: IngestionContext, control = testControl(ctx, db.schema)) {
   const app = testApi(ctx as IngestionContext & { events: never }, TOKEN, {
     routes: {
       "/ingestion": ingestionRoutes(ctx, control),
@@ -84,7 +84,7 @@ dbTest(
   "GET /internal/ingestion/jobs pages newest first by an opaque cursor; jobs added meanwhile never shift a page; status and q filter",
   async (db) => {
     const ctx = await ingestionContext(db);
-    const { call } = await api(db, ctx);
+    const { call } = api(db, ctx);
     const STATUSES = ["Queued", "Processing", "Completed", "Failed"];
     for (const seed of [1, 2, 3]) {
       await db.sql`delete from ingestion_jobs`;
@@ -141,7 +141,7 @@ dbTest(
   "every queue's list route takes status, q, limit and cursor, and searches its subject",
   async (db) => {
     const ctx = await ingestionContext(db);
-    const { call } = await api(db, ctx);
+    const { call } = api(db, ctx);
     const [edition, other] = await insertEditions(db, 2);
     await db.sql`update editions set title = 'Moby Dick' where id = ${edition}`;
     await db.sql`insert into auto_publish_jobs (edition_id, status) values
@@ -193,7 +193,7 @@ dbTest(
   "cancel: a Queued job ends Failed (cancelled by admin) and a retry brings it back; a finished job and a Running host-polled job are 409",
   async (db) => {
     const ctx = await ingestionContext(db);
-    const { call } = await api(db, ctx);
+    const { call } = api(db, ctx);
     const id = await insertJob(db, "a.txt");
     const cancelled = await call("POST", `/ingestion/jobs/${id}/cancel`);
     assert.equal(cancelled.status, 200);
@@ -249,7 +249,7 @@ dbTest(
   "bulk retry: a dry run counts, the retry re-queues the matching Failed jobs in one statement, bounded at 10,000",
   async (db) => {
     const ctx = await ingestionContext(db);
-    const { call } = await api(db, ctx);
+    const { call } = api(db, ctx);
     await db.sql`insert into ingestion_jobs (source_path, status, error, finished_at)
       select 'bulk/' || i || '.txt', 'Failed', 'boom', now()
       from generate_series(1, ${BULK_RETRY_MAX + 5}) i`;
@@ -303,7 +303,7 @@ dbTest(
   "bulk retry keeps each queue's rule: one SSG rebuild, one auto-publish job per edition",
   async (db) => {
     const ctx = await ingestionContext(db);
-    const { call } = await api(db, ctx);
+    const { call } = api(db, ctx);
     await db.sql`insert into ssg_rebuild_jobs (status) select 'Failed' from generate_series(1, 3)`;
     const ssg = await call("POST", "/ssg/jobs/retry", { status: "Failed" });
     assert.deepEqual([ssg.body.matched, ssg.body.retried, ssg.body.skipped], [3, 1, 2]);
@@ -326,7 +326,7 @@ dbTest(
   "attempt history: every settle appends its attempt (start, end, outcome, error), kept to the last 20",
   async (db) => {
     const ctx = await ingestionContext(db);
-    const { call } = await api(db, ctx);
+    const { call } = api(db, ctx);
     const id = await insertJob(db, "h.txt");
     const claimAndSettle = async (set: string) => {
       await db
@@ -429,7 +429,7 @@ dbTest(
       const id = await insertJob(db, source);
       await within("the run to start", running.promise);
       // The API of the other instance answers: its request reaches the owner by NOTIFY.
-      const { call } = await api(db, ctx, other.control);
+      const { call } = api(db, ctx, other.control);
       const res = await call("POST", `/ingestion/jobs/${id}/cancel`);
       assert.equal(res.status, 200, JSON.stringify(res.body));
       assert.equal(res.body.status, "Failed");
@@ -484,7 +484,7 @@ dbTest(
       if (queue === "ingestion" && !paused) consumer.wake.notify();
     });
     try {
-      const { call } = await api(db, ctx, a.control);
+      const { call } = api(db, ctx, a.control);
       const t0 = performance.now();
       const paused = await call("POST", "/queues/ingestion/pause");
       assert.equal(paused.status, 200);

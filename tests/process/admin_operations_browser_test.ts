@@ -3,8 +3,8 @@
  * as tests/process/admin_browser_test.ts), against a real `main.ts`: pause and resume a queue,
  * search it, bulk-retry the matching `Failed` jobs after the count is shown, cancel a queued job,
  * and read its attempt history. Each state change is a same-origin form post: the same post from
- * another origin is refused even with the session cookie. Fails (never skips) when
- * /usr/bin/chromium is missing: `apt-get install chromium`.
+ * another origin is refused even with the session cookie. Needs chromium (tests/_requires.ts:
+ * ignored where it is missing, saying how to install it; run, so failing, under CI=true).
  *
  * Screenshots go to `$TEST_OUTPUT_DIR/screenshots/` (default `.data/test-output/`); docs/ holds
  * copies (docs/operations.md).
@@ -162,4 +162,5 @@ dbTest(
       await Deno.remove(data, { recursive: true });
     }
   },
+  { requires: ["chromium"] },
 );

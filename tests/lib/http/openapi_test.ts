@@ -191,14 +191,14 @@ dbTest(
       }
     }
 
-    // The README's route table is this document: method, path and summary of every route.
+    // docs/http-api.md's route table is this document: method, path and summary of every route.
     const rows: string[][] = [];
     for (const [path, methods] of Object.entries(doc.paths as Record<string, object>)) {
       for (const [method, op] of Object.entries(methods as Record<string, { summary: string }>)) {
         rows.push([method.toUpperCase(), `\`${path}\``, op.summary]);
       }
     }
-    const readme = await Deno.readTextFile(new URL("../../../README.md", import.meta.url));
+    const readme = await Deno.readTextFile(new URL("../../../docs/http-api.md", import.meta.url));
     const table = readme.split("<!-- routes:start")[1]?.split("<!-- routes:end -->")[0] ?? "";
     const inReadme = table.split("\n").filter((line) =>
       /^\| (GET|POST|PUT|PATCH|DELETE) /.test(line)
@@ -207,7 +207,7 @@ dbTest(
     assert.deepEqual(
       inReadme,
       rows,
-      "README.md's route table differs from the document; paste this between its markers:\n\n" +
+      "docs/http-api.md's route table differs from the document; paste this between its markers:\n\n" +
         "| Method | Path | What |\n| --- | --- | --- |\n" +
         rows.map((r) => `| ${r.join(" | ")} |`).join("\n"),
     );
