@@ -4,13 +4,7 @@
  *
  * @module
  */
-import {
-  ConfigError,
-  parseConfig,
-  parseQueueSettings,
-  type QueueDefaults,
-  type QueueSettings,
-} from "./lib/config.ts";
+import { ConfigError, parseConfig } from "./lib/config.ts";
 import { createLogger } from "./lib/log.ts";
 import { setTimeout as sleep } from "node:timers/promises";
 import { connect, dbFault, guardDriverCloseCrash, recyclePool, type Sql } from "./lib/db.ts";
@@ -23,64 +17,37 @@ import { Wake } from "./lib/wake.ts";
 import { Listener } from "./lib/listener.ts";
 import { QueueLock } from "./lib/lock.ts";
 import { Consumer } from "./lib/consumer.ts";
-import { type ClaimedJob, type Queue, type QueueContext } from "./lib/queue.ts";
+import type { QueueContext } from "./lib/queue.ts";
 import { createApi, loadOrCreateToken } from "./lib/http/api.ts";
 import { StatsCache } from "./lib/admin/stats_cache.ts";
 import { createMetrics, metricsRoutes } from "./lib/admin/metrics.ts";
-import type { QueueView } from "./lib/admin/queue_view.ts";
-import * as ingestion from "./queues/ingestion/mod.ts";
-import { ingestionRoutes } from "./queues/ingestion/routes.ts";
-import * as userIngestion from "./queues/user_ingestion/mod.ts";
-import { UNLIMITED_BODY_PATHS, userBookRoutes } from "./queues/user_ingestion/routes.ts";
-import * as enrichment from "./queues/enrichment/mod.ts";
-import { enrichmentRoutes } from "./queues/enrichment/routes.ts";
-import { parseMaxUploadBytes } from "./lib/http/multipart.ts";
-import * as ssg from "./queues/ssg/mod.ts";
-import { editionRoutes, ssgRoutes } from "./queues/ssg/routes.ts";
-import * as autoPublish from "./queues/auto_publish/mod.ts";
-import { autoPublishRoutes } from "./queues/auto_publish/routes.ts";
-import * as seo from "./queues/seo_backfill/mod.ts";
-import { seoRoutes } from "./queues/seo_backfill/routes.ts";
-import { OutboxDrain } from "./lib/outbox.ts";
-import { editionUrl, OUTBOX_KIND, ping } from "./queues/auto_publish/indexnow.ts";
-import { ingestionView } from "./queues/ingestion/view.ts";
-import { userIngestionView } from "./queues/user_ingestion/view.ts";
-import { enrichmentView } from "./queues/enrichment/view.ts";
-import { ssgView } from "./queues/ssg/view.ts";
-import { autoPublishView } from "./queues/auto_publish/view.ts";
-import { seoView } from "./queues/seo_backfill/view.ts";
+import { QueueControl } from "./lib/control.ts";
+import { queuesRoutes } from "./lib/http/queues.ts";
+import type { Consumed, QueueSetup } from "./lib/queue_setup.ts";
 
 const env = Deno.env.toObject();
-/** Every queue this process consumes; adding one is one line here and one `serve()` below. */
-const QUEUES = [ingestion, ssg, userIngestion, enrichment] as const;
-/**
- * Every queue's admin view, for /admin and /metrics (lib/admin/queue_view.ts): the four consumed here
- * and the two host-polled ones; one line per queue.
- */
-const VIEWS: QueueView[] = [
-  ingestionView,
-  userIngestionView,
-  enrichmentView,
-  ssgView,
-  autoPublishView,
-  seoView,
-];
-let config, maxUploadBytes, enrichmentRemote, autoPublishSettings, seoSettings;
+/** Every queue, one line each: its folder's setup (lib/queue_setup.ts). */
+const QUEUES: readonly QueueSetup[] = (await Promise.all([
+  import("./queues/ingestion/setup.ts"),
+  import("./queues/user_ingestion/setup.ts"),
+  import("./queues/enrichment/setup.ts"),
+  import("./queues/ssg/setup.ts"),
+  import("./queues/auto_publish/setup.ts"),
+  import("./queues/seo_backfill/setup.ts"),
+])).map((module) => module.queue as QueueSetup);
+const VIEWS = QUEUES.map((queue) => queue.view);
+let config;
+// Every queue's settings, read now so a bad one stops the worker before anything starts.
+const settings = new Map<QueueSetup, unknown>();
 try {
   config = parseConfig(env);
-  maxUploadBytes = parseMaxUploadBytes(env);
-  enrichmentRemote = enrichment.readRemoteSettings(env);
-  // Read now so a bad queue setting stops the worker before anything starts.
-  for (const queue of QUEUES) parseQueueSettings(env, queue.defaults);
-  autoPublishSettings = autoPublish.parseSettings(env);
-  seoSettings = parseQueueSettings(env, seo.defaults);
+  for (const queue of QUEUES) settings.set(queue, queue.settings(env));
 } catch (err) {
   if (!(err instanceof ConfigError)) throw err;
   createLogger().fatal({ err: err.message }, "invalid configuration");
   Deno.exit(2);
 }
-// HOST and PORT are proved by binding them once, before the database is touched (review5: a HOST
-// that cannot be bound exited 1, after the migrations had run). Nothing connects to this trial
+// HOST and PORT are proved by binding them once, before the database is touched. Nothing connects to this trial
 // socket, so the port is free again at once for Deno.serve below.
 try {
   Deno.listen({ hostname: config.host, port: config.port }).close();
@@ -94,11 +61,11 @@ try {
 }
 const log = createLogger(config.logLevel);
 guardDriverCloseCrash(log);
-// stderr carries nothing but JSON log lines (issue 9, item 9): the runtime's own warnings go
+// stderr carries nothing but JSON log lines: the runtime's own warnings go
 // through the logger too. Deno.serve's "request.signal aborts on successful responses (legacy
 // behavior)" note, logged once per process whenever a chunked body passed hono's bodyLimit (it
 // reads request.signal), is gone at its cause: deno.json opts into `no-legacy-abort`, where the
-// signal aborts only when the client goes away (review5; tests/process/process_test.ts).
+// signal aborts only when the client goes away (tests/process/process_test.ts).
 for (const level of ["warn", "error", "log", "info"] as const) {
   console[level] = (...args: unknown[]) =>
     log.warn(
@@ -164,7 +131,7 @@ const reachable = await waitUntilReachable(
 ).catch((err) => fatal("Cannot use DATABASE_URL", err));
 if (!reachable) Deno.exit(await lifecycle.shutdown());
 // A database that is not writable yet (read-only, in recovery, starting up) is waited for with
-// backoff; one that is up to date is only read (issue 9, item 4).
+// backoff; one that is up to date is only read.
 const migrations = await readMigrations(new URL("./sql/", import.meta.url));
 const migrated = await waitUntilReachable(
   "database writes (migrations)",
@@ -182,7 +149,7 @@ await Deno.mkdir(config.storageDir, { recursive: true })
   .catch((err) => fatal(`Cannot create STORAGE_DIR "${config.storageDir}"`, err));
 
 const events = new EventHub();
-// After a burst, the drain's garbage is returned once the queues go quiet (issue 11, memory); the
+// After a burst, the drain's garbage is returned once the queues go quiet; the
 // startup's too (markActive below).
 const collector = collectWhenIdle(events, loadGc(), QUIET_MS, log);
 // Closed as shutdown begins, not in a phase: a full GC stops the world for tens of ms (hundreds
@@ -197,21 +164,17 @@ const listener = new Listener({
   probeEveryMs: config.listenerProbeMs,
 });
 lifecycle.onStop("db", "listener", () => listener.close());
+// Pauses and cancel requests, shared by every instance on the database (lib/control.ts).
+const control = new QueueControl({ sql, schema, log });
+await listener.listen(control.channel, control.handler)
+  .catch((err) => fatal(`Cannot listen on channel "${control.channel}"`, err));
+await control.start();
+lifecycle.onStop("drains", "control", () => Promise.resolve(control.stop()));
 const consumers: [string, { readonly state: string }][] = [];
 const locks = new Map<string, QueueLock>();
 
-/**
- * Serve one queue: its wake, lock, consumer and NOTIFY channel, with its own settings.
- *
- * @param context builds the queue's context from the shared one and its settings.
- * @returns the context, for the queue's routes.
- */
-async function serve<J extends ClaimedJob, C extends QueueContext, S extends number | null>(
-  queue: Queue<J, C> & { readonly defaults: QueueDefaults<S> },
-  context: (settings: QueueSettings<S>) => C,
-): Promise<C> {
-  const settings = parseQueueSettings(env, queue.defaults);
-  const ctx = context(settings);
+/** Consume one queue here: its wake, lock, consumer and NOTIFY channel. */
+async function serve({ queue, ctx, runTimeoutMs }: Consumed): Promise<void> {
   const wake = new Wake(queue.name);
   const lock = new QueueLock({ url: url!, schema, queue: queue.name, log });
   locks.set(queue.name, lock);
@@ -222,80 +185,34 @@ async function serve<J extends ClaimedJob, C extends QueueContext, S extends num
     wake,
     pollIntervalMs: config!.pollIntervalMs,
     standbyRetryMs: config!.standbyRetryMs,
-    runTimeoutMs: settings.timeoutMs,
+    runTimeoutMs,
     recycle: () => recyclePool(sql),
+    paused: () => control.paused(queue.name),
   });
   consumers.push([queue.name, consumer]);
+  control.onCancel(queue.name, (id) => consumer.cancel(id));
+  control.onPauseChange((name, paused) => {
+    if (name === queue.name && !paused) wake.notify();
+  });
   // A little inside the phase's deadline: a give-back still waiting at the deadline must surface
   // as "jobs left in flight" (exit 3), not lose the race with the phase's timer (exit 1).
   lifecycle.onStop("consumers", queue.name, (deadline) => consumer.stop(deadline - 25));
   await listener.listen(`${schema}.${queue.table}`, wake)
     .catch((err) => fatal(`Cannot listen on channel "${schema}.${queue.table}"`, err));
   starts.push(() => consumer.start());
-  return ctx;
 }
 const starts: (() => void)[] = [];
-
-const ingestionCtx = await serve(ingestion, (s) => ({
-  ...base,
-  storageDir: config.storageDir,
-  staleAfterMs: s.staleAfterMs,
-  retentionDays: s.retentionDays,
-  onEditionSaved: autoPublishSettings.onIngest
-    ? {
-      statement: autoPublish.createOnIngest,
-      report: (editionId, created) => autoPublish.reportOnIngest(log, editionId, created),
-    }
-    : undefined,
-}));
-const ssgCtx = await serve(ssg, () => ({
-  ...base,
-  storageDir: config.storageDir,
-  siteDir: config.siteDir,
-  siteUrl: config.siteUrl,
-}));
-
-// Post-commit effects (the IndexNow ping after an auto-publish): recorded in the outbox by the
-// transaction they follow, delivered after the commit by one hosted drain under its own advisory
-// lock (lib/outbox.ts). Plumbing, not a queue: not in QUEUES, VIEWS or the dashboard.
-const indexNow = autoPublishSettings.indexNow;
-if (indexNow) {
-  const outboxWake = new Wake("outbox");
-  const outbox = new OutboxDrain({
-    sql,
-    log,
-    lock: new QueueLock({ url: url!, schema, queue: "outbox", log }),
-    wake: outboxWake,
-    pollIntervalMs: config.pollIntervalMs,
-    standbyRetryMs: config.standbyRetryMs,
-    handlers: {
-      [OUTBOX_KIND]: async (payload, signal) => {
-        const editionId = String(payload.edition_id);
-        await ping(indexNow, [editionUrl(indexNow.siteUrl, editionId)], signal);
-        log.info({ edition: editionId, version: payload.asset_version }, "indexnow pinged");
-      },
-    },
-  });
-  await listener.listen(`${schema}.outbox`, outboxWake)
-    .catch((err) => fatal(`Cannot listen on channel "${schema}.outbox"`, err));
-  starts.push(() => outbox.start());
-  lifecycle.onStop("drains", "outbox", async (deadline) => {
-    await outbox.stop(Math.max(0, deadline - performance.now()));
-  });
-} else {
-  log.info("INDEXNOW_URL unset: auto-publish will not ping IndexNow");
-}
-
-const userIngestionCtx = await serve(userIngestion, (s) => ({
-  ...base,
-  storageDir: config.storageDir,
-  staleAfterMs: s.staleAfterMs,
-}));
-const enrichmentCtx = await serve(enrichment, (s) => ({
-  ...base,
-  staleAfterMs: s.staleAfterMs,
-  remote: enrichment.remoteEngine(enrichmentRemote),
-}));
+// A setup's own hosted drains get an advisory lock session of their own and the shared listener.
+const host = {
+  config: config!,
+  base,
+  lifecycle,
+  control,
+  lock: (name: string) => new QueueLock({ url: url!, schema, queue: name, log }),
+  listen: (table: string, wake: Wake) => listener.listen(`${schema}.${table}`, wake),
+};
+const parts = QUEUES.map((queue) => queue.setup(host, settings.get(queue)));
+for (const { consume } of parts) if (consume) await serve(consume);
 
 const token = config.internalApiToken ??
   await loadOrCreateToken(config.dataDir, log)
@@ -314,9 +231,12 @@ const { registry } = createMetrics({
   cache,
   events,
   lockHeld: (queue) => locks.get(queue)?.held ?? false,
-  channelDrops: () => ({ events: events.droppedTotal }),
+  channelDrops: () =>
+    Object.assign({ events: events.droppedTotal }, ...parts.map((p) => p.channelDrops?.() ?? {})),
   poolMax: { pool: sql.options.max, listener: 1, locks: locks.size },
   listener,
+  paused: (queue) => control.paused(queue),
+  processMetrics: true,
 });
 const app = createApi({
   token,
@@ -341,22 +261,22 @@ const app = createApi({
     };
     const ready = database === "ok" && listener.live && !pooler &&
       Object.values(queues).every((state) => state === "holding" || state === "standing-by");
-    return { ready, checks };
+    // A paused queue is an operator's choice, not a fault: shown, never unready.
+    const paused = VIEWS.map((v) => v.name).filter((name) => control.paused(name));
+    return { ready, checks, paused };
   },
-  routes: {
-    "/ingestion": ingestionRoutes(ingestionCtx),
-    "/ssg": ssgRoutes(ssgCtx),
-    "/editions": editionRoutes(ssgCtx),
-    "/auto-publish": autoPublishRoutes({ ...base, indexNow: indexNow !== null }),
-    "/seo": seoRoutes({ ...base, staleAfterMs: seoSettings.staleAfterMs }),
-    "/user-books": userBookRoutes(userIngestionCtx, maxUploadBytes),
-    "/enrichment": enrichmentRoutes(enrichmentCtx),
-  },
-  unlimitedBodies: UNLIMITED_BODY_PATHS,
+  routes: Object.assign({
+    "/queues": queuesRoutes({
+      views: VIEWS,
+      cache,
+      control,
+      consumerState: (queue) => consumers.find(([name]) => name === queue)?.[1].state ?? null,
+    }),
+  }, ...parts.map((p) => p.routes)),
+  unlimitedBodies: parts.flatMap((p) => p.unlimitedBodies ?? []),
   apps: [
     metricsRoutes(registry, metricsToken),
-    // Loaded on the first /admin request: a worker nobody watches does not hold the dashboard
-    // (issue 11, memory).
+    // Loaded on the first /admin request: a worker nobody watches does not hold the dashboard.
     {
       prefix: "/admin",
       load: async () =>
@@ -365,6 +285,7 @@ const app = createApi({
           views: VIEWS,
           cache,
           ctx: base,
+          control,
           locks,
           events,
           lifecycle,

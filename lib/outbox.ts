@@ -1,6 +1,6 @@
 /**
  * The outbox drain: post-commit effects that survive an unknown commit outcome. A state change
- * records its effect as a row of `outbox` (sql/010_outbox.sql) in its own transaction, so the
+ * records its effect as a row of `outbox` (sql/013_outbox.sql) in its own transaction, so the
  * effect exists exactly when the change committed — a lost COMMIT answer, a crash right after the
  * commit or a retry of the request cannot skip it — and this drain delivers it after the commit.
  *

@@ -17,7 +17,7 @@ import { OutboxDrain } from "../../lib/outbox.ts";
 import { EventHub } from "../../lib/events.ts";
 import { Lifecycle } from "../../lib/lifecycle.ts";
 import { createApi } from "../../lib/http/api.ts";
-import { editionUrl, OUTBOX_KIND, ping, recordPing } from "../../queues/auto_publish/indexnow.ts";
+import { editionUrl, OUTBOX_KIND, ping, recordPing } from "../../queues/auto_publish/_indexnow.ts";
 import { autoPublishRoutes } from "../../queues/auto_publish/routes.ts";
 import { dbTest, type TestDb, waitFor } from "../_db.ts";
 import { HOST_TOKEN, insertEdition } from "../_host.ts";

@@ -1,3 +1,4 @@
+import { testControl } from "../../_api.ts";
 import assert from "node:assert/strict";
 import {
   ADMIN_MAX_BODY_BYTES,
@@ -36,11 +37,14 @@ async function setup(
 ) {
   const ctx = await ingestionContext(db);
   const cache = new StatsCache({ sql: db.sql, schema: db.schema, views, log: ctx.log });
+  const control = testControl(ctx, db.schema);
+  await control.refresh();
   const app = adminRoutes({
     token: TOKEN,
     views,
     cache,
     ctx,
+    control,
     locks: new Map(),
     events: ctx.events,
     lifecycle: new Lifecycle(ctx.log, 2000),
@@ -73,7 +77,7 @@ async function setup(
     const cookie = res.headers.get("set-cookie") ?? "";
     return { cookie: cookie.split(";")[0], header: cookie };
   };
-  return { ctx, cache, app, form, login };
+  return { ctx, cache, app, form, login, control };
 }
 
 dbTest(
@@ -290,6 +294,12 @@ dbTest(
       assert.match(overview.text, new RegExp(`data-queue="${view.name}"`));
       assert.equal((await get(`/admin/queues/${view.name}`)).status, 200, view.name);
     }
+    // A former name (before the queue took its folder's name) still opens the queue's page.
+    for (const [alias, name] of [["auto-publish", "auto_publish"], ["seo", "seo_backfill"]]) {
+      const page = await get(`/admin/queues/${alias}`);
+      assert.equal(page.status, 200, alias);
+      assert.match(page.text, new RegExp(`Queue ${name}`), alias);
+    }
     assert.match(overview.text, /host poller/);
 
     // ssg: a Failed rebuild is not re-queued while another Full rebuild is Queued.
@@ -386,6 +396,7 @@ dbTest(
       views,
       cache,
       ctx,
+      control: testControl(ctx, db.schema),
       locks: new Map(),
       events: ctx.events,
       lifecycle: new Lifecycle(ctx.log, 2000),

@@ -260,9 +260,9 @@ dbTest(
       }
       assert.deepEqual(
         views.map((v) => v.name).sort(),
-        ["auto-publish", "enrichment", "ingestion", "seo", "ssg", "user_ingestion"],
+        ["auto_publish", "enrichment", "ingestion", "seo_backfill", "ssg", "user_ingestion"],
       );
-      assert.equal(valueOf(m, "textstack_worker_breakers_open", { queue: "auto-publish" }), 0);
+      assert.equal(valueOf(m, "textstack_worker_breakers_open", { queue: "auto_publish" }), 0);
       assert.equal(valueOf(m, "textstack_worker_listener_reconnects_total"), 0);
       assert.equal(valueOf(m, "textstack_worker_listener_probe_failures_total"), 0);
 
@@ -290,12 +290,12 @@ dbTest(
         insert into auto_publish_jobs (edition_id, status, finished_at)
         select ${edition}, 'Failed', now() from generate_series(1, 5)`;
       m = await scrape();
-      assert.equal(valueOf(m, "textstack_worker_breakers_open", { queue: "auto-publish" }), 0);
+      assert.equal(valueOf(m, "textstack_worker_breakers_open", { queue: "auto_publish" }), 0);
       await cache.refresh();
       m = await scrape();
-      assert.equal(valueOf(m, "textstack_worker_breakers_open", { queue: "auto-publish" }), 1);
+      assert.equal(valueOf(m, "textstack_worker_breakers_open", { queue: "auto_publish" }), 1);
       assert.equal(
-        valueOf(m, "textstack_worker_jobs", { queue: "auto-publish", status: "Failed" }),
+        valueOf(m, "textstack_worker_jobs", { queue: "auto_publish", status: "Failed" }),
         5,
       );
     } finally {
@@ -334,12 +334,12 @@ dbTest(
       );
       assert.deepEqual(
         [...queues].sort(),
-        ["auto-publish", "enrichment", "ingestion", "seo", "ssg", "user_ingestion"],
+        ["auto_publish", "enrichment", "ingestion", "seo_backfill", "ssg", "user_ingestion"],
       );
-      for (const queue of ["auto-publish", "seo"]) {
+      for (const queue of ["auto_publish", "seo_backfill"]) {
         assert.throws(() => valueOf(m, "textstack_worker_lock_held", { queue }), /No sample/);
       }
-      assert.equal(valueOf(m, "textstack_worker_breakers_open", { queue: "auto-publish" }), 0);
+      assert.equal(valueOf(m, "textstack_worker_breakers_open", { queue: "auto_publish" }), 0);
       assert.equal(valueOf(m, "textstack_worker_listener_reconnects_total"), 0);
       assert.equal(valueOf(m, "textstack_worker_db_pool_max", { pool: "pool" }), 10);
 
@@ -352,10 +352,15 @@ dbTest(
         "events",
         "ingestion",
         "openapi.json",
+        "queues",
         "seo",
         "ssg",
         "user-books",
       ]);
+      // The queue pause gauge, every queue at 0 while none is paused.
+      for (const queue of ["ingestion", "ssg", "auto_publish"]) {
+        assert.equal(valueOf(m, "textstack_worker_queue_paused", { queue }), 0);
+      }
     } finally {
       worker.child.kill("SIGTERM");
       await worker.exited;
@@ -398,9 +403,9 @@ dbTest(
     const [seoJob] = await seo.claim({ ...ctx, staleAfterMs: 3_600_000 }, 5);
     assert.equal("runnable_for_s" in seoJob, false, "the poller's job keeps its shape");
     assert.deepEqual([...claimed.keys()].sort(), [
-      "auto-publish",
+      "auto_publish",
       "enrichment",
-      "seo",
+      "seo_backfill",
       "ssg",
       "user_ingestion",
     ]);
@@ -418,6 +423,6 @@ dbTest(
     // The crew path inserts its job already Running: no wake was for it.
     claimed.clear();
     assert.ok(await seo.crew(ctx, edition));
-    assert.equal(claimed.get("seo"), null);
+    assert.equal(claimed.get("seo_backfill"), null);
   },
 );

@@ -15,7 +15,7 @@ import { createLogger } from "../../../lib/log.ts";
 import { RECONNECT_MS } from "../../../lib/http/api.ts";
 import { adminRoutes } from "../../../lib/admin/dashboard.tsx";
 import { StatsCache } from "../../../lib/admin/stats_cache.ts";
-import { testApi } from "../../_api.ts";
+import { testApi, testControl } from "../../_api.ts";
 import { dbTest } from "../../_db.ts";
 import { ingestionContext } from "../../_ingestion.ts";
 import { ingestionView } from "../../../queues/ingestion/view.ts";
@@ -173,6 +173,7 @@ dbTest("/admin/events has the same headers, heartbeat and replay", async (db) =>
     views: [ingestionView],
     cache: new StatsCache({ sql: db.sql, schema: db.schema, views: [ingestionView], log: ctx.log }),
     ctx,
+    control: testControl(ctx, db.schema),
     locks: new Map(),
     events: ctx.events,
     lifecycle,

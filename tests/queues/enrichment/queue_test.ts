@@ -10,8 +10,8 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { connect } from "../../../lib/db.ts";
 import * as enrichment from "../../../queues/enrichment/mod.ts";
 import { MAX_ATTEMPTS } from "../../../queues/enrichment/mod.ts";
-import { parseAnswer } from "../../../queues/enrichment/remote.ts";
-import { WORDS_PER_MINUTE } from "../../../queues/enrichment/local.ts";
+import { parseAnswer } from "../../../queues/enrichment/_remote.ts";
+import { WORDS_PER_MINUTE } from "../../../queues/enrichment/_local.ts";
 import { dbTest, type TestDb, waitFor } from "../../_db.ts";
 import {
   ANSWER,
@@ -113,7 +113,7 @@ dbTest(
     assert.ok(keywords.includes("lighthouse"), JSON.stringify(keywords));
     for (const stopword of ["the", "of", "and", "in", "a"]) assert.ok(!keywords.includes(stopword));
     assert.equal(m.summary, undefined);
-    const view = await enrichment.getEnrichment(ctx, id);
+    const view = await enrichment.getJob(ctx, id);
     assert.deepEqual([view?.status, view?.language, view?.summary], ["Completed", "en", null]);
   },
 );

@@ -51,7 +51,7 @@ dbTest(
   "claim() takes the oldest Queued job: Running, started, attempt counted, claimed_by",
   async (db) => {
     const ctx = await ssgContext(db);
-    const { job: queued } = await ssg.queueRebuild(db.sql);
+    const { job: queued } = await ssg.enqueue(db.sql);
     const job = await ssg.claim(ctx);
     assert.deepEqual(job, { id: queued.id, attempt_count: 1, claimed_by: ctx.bootId });
     const row = await ssgJob(db, queued.id);
@@ -63,7 +63,7 @@ dbTest(
 
 dbTest("claim() skips a Queued row another session holds", async (db) => {
   const ctx = await ssgContext(db);
-  const { job } = await ssg.queueRebuild(db.sql);
+  const { job } = await ssg.enqueue(db.sql);
   const other = connect(db.url, { schema: db.schema, applicationName: "test-holder", max: 1 });
   try {
     await other.begin(async (tx) => {
@@ -86,7 +86,7 @@ dbTest("recover() fails every Running row, at any age, with the ADR's error", as
   const crashed = await insertRunning(db, crypto.randomUUID());
   const mine = await insertRunning(db, ctx.bootId);
   await db.sql`update ssg_rebuild_jobs set status = 'Completed' where id = ${mine}`;
-  const { job: queued } = await ssg.queueRebuild(db.sql);
+  const { job: queued } = await ssg.enqueue(db.sql);
   await ssg.recover(ctx, new AbortController().signal);
   const row = await ssgJob(db, crashed);
   assert.deepEqual([row.status, row.error, row.claimed_by], [
@@ -124,7 +124,7 @@ dbTest("the consumer recovers before every claim, not only at startup", async (d
   const ctx = await ssgContext(db);
   const stop = await startConsumer(db, ctx);
   try {
-    const { job: first } = await ssg.queueRebuild(db.sql);
+    const { job: first } = await ssg.enqueue(db.sql);
     await waitFor(
       "the first rebuild",
       async () => (await ssgJob(db, first.id)).status === "Completed",
@@ -132,7 +132,7 @@ dbTest("the consumer recovers before every claim, not only at startup", async (d
     );
     // A Running row left while the worker stayed up (its status writes were lost).
     const lost = await insertRunning(db, ctx.bootId);
-    const { job: second } = await ssg.queueRebuild(db.sql);
+    const { job: second } = await ssg.enqueue(db.sql);
     await waitFor(
       "the second rebuild",
       async () => (await ssgJob(db, second.id)).status === "Completed",
@@ -161,10 +161,10 @@ dbTest("at most one Queued Full job under concurrent requests and publishes", as
   );
   try {
     const results = await Promise.all(pools.flatMap((pool, p) => [
-      ssg.queueRebuild(pool),
+      ssg.enqueue(pool),
       ssg.requestRebuild({ ...ctx, sql: pool }),
       transaction(pool, ctx.log, (tx) => ssg.publishEdition(tx.sql, ids[p], true)),
-      ssg.queueRebuild(pool),
+      ssg.enqueue(pool),
     ]));
     assert.equal(results.length, 16);
   } finally {
@@ -190,7 +190,7 @@ dbTest(
       published: false,
     });
     const running = (await ssg.claim(ctx)) ??
-      (await ssg.queueRebuild(db.sql), await ssg.claim(ctx));
+      (await ssg.enqueue(db.sql), await ssg.claim(ctx));
     assert.ok(running);
     const first = await transaction(db.sql, ctx.log, (tx) => ssg.publishEdition(tx.sql, a, true));
     assert.ok(first && first.published_at);
@@ -213,9 +213,9 @@ dbTest(
   "giveBack() un-counts the attempt and coalesces a queued follow-up into the job",
   async (db) => {
     const ctx = await ssgContext(db);
-    await ssg.queueRebuild(db.sql);
+    await ssg.enqueue(db.sql);
     const job = (await ssg.claim(ctx))!;
-    const { job: followUp, created } = await ssg.queueRebuild(db.sql);
+    const { job: followUp, created } = await ssg.enqueue(db.sql);
     assert.ok(created);
     assert.equal(await ssg.giveBack(ctx, { ...job, claimed_by: crypto.randomUUID() }), false);
     assert.equal(
@@ -240,7 +240,7 @@ dbTest(
 dbTest("run() on a lost claim neither completes the job nor switches the site", async (db) => {
   const ctx = await ssgContext(db);
   await insertEdition(db, ctx.storageDir, { title: "A", chapters: [] });
-  await ssg.queueRebuild(db.sql);
+  await ssg.enqueue(db.sql);
   const job = (await ssg.claim(ctx))!;
   await ssg.recover(ctx, new AbortController().signal); // another worker's sweep
   await ssg.run(ctx, job, new AbortController().signal);
@@ -251,7 +251,7 @@ dbTest("run() on a lost claim neither completes the job nor switches the site", 
 
 dbTest("run() past SSG_TIMEOUT_MS fails the job with the reason", async (db) => {
   const ctx = await ssgContext(db);
-  await ssg.queueRebuild(db.sql);
+  await ssg.enqueue(db.sql);
   const job = (await ssg.claim(ctx))!;
   const signal = AbortSignal.abort(new DOMException("Run exceeded 5 ms", "TimeoutError"));
   await ssg.run(ctx, job, signal);
@@ -263,11 +263,11 @@ dbTest("run() past SSG_TIMEOUT_MS fails the job with the reason", async (db) => 
 
 dbTest("retry() brings back only a Failed job, and not while another is Queued", async (db) => {
   const ctx = await ssgContext(db);
-  await ssg.queueRebuild(db.sql);
+  await ssg.enqueue(db.sql);
   const job = (await ssg.claim(ctx))!;
   assert.equal(await ssg.retry(ctx, job.id), null, "a Running job is not retried");
   await ssg.recover(ctx, new AbortController().signal);
-  const { job: other } = await ssg.queueRebuild(db.sql);
+  const { job: other } = await ssg.enqueue(db.sql);
   assert.equal(await ssg.retry(ctx, job.id), null, "another Full job is queued");
   assert.equal((await ssgJob(db, job.id)).status, "Failed");
   await db.sql`delete from ssg_rebuild_jobs where id = ${other.id}`;
