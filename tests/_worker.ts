@@ -4,6 +4,7 @@
  * @module
  */
 import type { TestDb } from "./_db.ts";
+import { startArgs } from "../bench/_start_command.ts";
 
 /** A spawned worker process. */
 export interface WorkerProcess {
@@ -53,7 +54,9 @@ export async function collectJsonLines(
 export const TEST_TOKEN = "test-token-0123456789abcdef";
 
 /**
- * Spawn `deno run -A main.ts` against a test schema.
+ * Spawn the worker with the start task's command line (deno.json `start`: its explicit
+ * permissions, so a permission the worker needs and the task lacks fails the process tests)
+ * against a test schema.
  *
  * @param env extra or overriding variables.
  * @param runFlags extra `deno run` flags, e.g. `--import-map=…`.
@@ -63,8 +66,9 @@ export function spawnWorker(
   env: Record<string, string>,
   runFlags: string[] = [],
 ): WorkerProcess {
+  const start = startArgs(new URL("..", import.meta.url).pathname.replace(/\/$/, ""));
   const child = new Deno.Command(Deno.execPath(), {
-    args: ["run", "-A", ...runFlags, new URL("../main.ts", import.meta.url).pathname],
+    args: [...start.slice(0, -1), ...runFlags, start.at(-1)!],
     env: {
       ...(db ? { DATABASE_URL: db.url, DATABASE_SCHEMA: db.schema } : {}),
       HOST: "127.0.0.1",
