@@ -42,9 +42,11 @@ COPY tools/production_imports.ts /build/
 # removed from this copy of deno.json and deno.lock first; then node_modules/ is filled from the
 # lock file. The npm download cache is a BuildKit cache, outside the image, except the packages'
 # registry metadata (registry.json, ~1.5 MB): Deno reads it at every start even with node_modules/
-# filled, and without it would fetch it from the registry. Some packages ship files of mode 0600
-# (@nodable/entities), which Deno unpacks as they are: everything is made readable to all, and
-# writable by root alone.
+# filled, and without it would fetch it from the registry. A warm-up start (PORT=none stops it
+# with exit 2 once every static module is loaded) leaves Deno's transpile and V8 code caches in
+# /app/.deno, so a container does not transpile the sources at each start. Some packages ship files
+# of mode 0600 (@nodable/entities), which Deno unpacks as they are: everything is made readable to
+# all, and writable by root alone.
 RUN --mount=type=secret,id=ca --mount=type=cache,target=/root/.cache/deno \
     if [ -s /run/secrets/ca ]; then export DENO_CERT=/run/secrets/ca; fi \
     && deno run --allow-read --allow-run --allow-env \
@@ -52,6 +54,8 @@ RUN --mount=type=secret,id=ca --mount=type=cache,target=/root/.cache/deno \
     && deno install --frozen --entrypoint main.ts books/extract_worker.ts \
     && mkdir -p /app/.deno \
     && (cd /root/.cache/deno && find npm -name registry.json | tar -c -T -) | tar -x -C /app/.deno \
+    && (PORT=none DENO_DIR=/app/.deno deno run --allow-env --allow-read --allow-sys main.ts \
+        > /dev/null 2>&1; test $? -eq 2) \
     && chmod -R a+rX,go-w /app
 
 # -- runtime: the deno binary, the worker's sources, sql/ and node_modules/; no npm, no Node.
