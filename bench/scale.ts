@@ -16,7 +16,7 @@
  * 1,140 buffers, 11 ms, with 100,000 queued rows), and a B-tree one level deeper costs one buffer
  * per descent whatever the backlog.
  *
- * With a checkout (`--checkout <dir>`), that checkout's migrations and `queues/ingestion.ts` are
+ * With a checkout (`--checkout <dir>`), that checkout's migrations and `queues/ingestion/mod.ts` are
  * measured instead, to compare before and after on the same server.
  *
  * @module
@@ -25,7 +25,7 @@ import { connect, type Sql } from "../lib/db.ts";
 import { createLogger } from "../lib/log.ts";
 import { EventHub } from "../lib/events.ts";
 import { migrate, readMigrations } from "../lib/migrate.ts";
-import type * as Ingestion from "../queues/ingestion.ts";
+import type * as Ingestion from "../queues/ingestion/mod.ts";
 import { progress } from "./_observer.ts";
 
 /** Interleaved rounds of claims, then of recoveries. */
@@ -54,7 +54,7 @@ type Ctx = Ingestion.IngestionContext;
  * @param url superuser URL of the server (its host and port; each table gets a role of its own).
  * @param observerUrl the same server as `bench_observer` (for the fills and the readings).
  * @param checkout a checkout directory to measure instead of this one (its `sql/` and
- *   `queues/ingestion.ts`).
+ *   `queues/ingestion/mod.ts`).
  * @returns one row per table: empty, 1M finished, 100k queued.
  */
 export async function scaleBench(
@@ -65,7 +65,7 @@ export async function scaleBench(
   const root = checkout
     ? new URL(`file://${Deno.realPathSync(checkout)}/`)
     : new URL("../", import.meta.url);
-  const ingestion: typeof Ingestion = await import(new URL("queues/ingestion.ts", root).href);
+  const ingestion: typeof Ingestion = await import(new URL("queues/ingestion/mod.ts", root).href);
   const migrations = await readMigrations(new URL("sql/", root));
   const tables = [
     { table: "empty", fill: "" },

@@ -70,6 +70,12 @@ export interface ExtractedBook {
   warnings?: BookWarning[];
   /** The files the chapters refer to; absent means none. */
   resources?: BookResource[];
+  /**
+   * The book's licence or rights statement, kept with the edition and never in a chapter: a
+   * Project Gutenberg frame's licence text (plain text, `\n` line ends), an EPUB's `dc:rights`;
+   * `null`/absent when the book states none.
+   */
+  licence?: string | null;
 }
 
 /**

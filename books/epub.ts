@@ -182,13 +182,14 @@ export function extractEpub(bytes: Uint8Array, path: string, signal: AbortSignal
     pages.flatMap((page) => page !== null && page.kind !== "image" ? [page.path] : []),
   );
   const rendered: Array<RenderedChapter & { title: string }> = [];
+  let frameLicence: string | null = null;
   for (const [index, page] of pages.entries()) {
     signal.throwIfAborted();
     if (page === null) continue;
     const fallbackTitle = `${fixedLayout ? "Page" : "Chapter"} ${rendered.length + 1}`;
     const untitled = (html: string): string => shows(html, cover) ? "Cover" : fallbackTitle;
     const label = navLabels.get(page.path) ?? null;
-    let chapter: SanitizedHtml & { title: string };
+    let chapter: SanitizedHtml & { title: string; framed?: boolean };
     if (page.kind === "image") {
       const src = links.resourceFor(page.path);
       const alt = escapeHtml(label ?? "");
@@ -210,13 +211,17 @@ export function extractEpub(bytes: Uint8Array, path: string, signal: AbortSignal
         continue;
       }
       try {
-        chapter = renderDocument(text, page, label, title, language, links);
+        const document = renderDocument(text, page, label, title, language, links);
+        frameLicence ??= document.licence;
+        chapter = document;
       } catch (error) {
         // Caught here, not only in the dispatcher, to name the chapter file that is at fault.
         throw fail(`"${page.path}" could not be parsed: ${describeParseError(error)}`, error);
       }
       chapter.title ||= untitled(chapter.html);
     }
+    // A page that held only the Gutenberg frame (the licence) is the edition's metadata.
+    if (chapter.blank && chapter.framed) continue;
     if (chapter.blank) {
       warn("spine_item_skipped", `Spine item "${page.path}" shows nothing; it was left out`);
       continue;
@@ -230,10 +235,13 @@ export function extractEpub(bytes: Uint8Array, path: string, signal: AbortSignal
     links.resources(),
     (svg) => new TextEncoder().encode(sanitizeSvgFile(svgText(svg))),
   );
+  const rights = list(metadata, "rights").map((node) => collapseWhitespace(text(node)))
+    .filter((value) => value !== "");
   return {
     format: "epub",
     title,
     author: readAuthor(metadata),
+    licence: frameLicence ?? (rights.length === 0 ? null : rights.join("\n")),
     language,
     direction: readDirection(attribute(spineNode, "page-progression-direction"), language),
     warnings,

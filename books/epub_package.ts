@@ -6,6 +6,7 @@
  *
  * @module
  */
+import { ALL_ENTITIES, EntityDecoder } from "@nodable/entities";
 import { XMLParser } from "fast-xml-parser";
 import { collapseWhitespace, type TextDirection } from "./book.ts";
 
@@ -15,9 +16,19 @@ const REPEATED = new Set([
 ]);
 
 // removeNSPrefix: `dc:title`, `opf:role` and unprefixed names all read the same. Values stay
-// strings (parseTagValue: false), or a title "1984" would come back as a number.
+// strings (parseTagValue: false), or a title "1984" would come back as a number. htmlEntities:
+// character references (`&#39;`, `&#xE9;`) are XML's own and must be decoded, and HTML's named
+// entities (`&eacute;`, `&nbsp;`), invalid in XML, are common in NCX labels and titles: every
+// HTML5 name (the library's own table, the one fast-xml-parser uses for its common subset).
 /** The parser for the container, the package document and the NCX. */
 export const xml = new XMLParser({
+  // Entities a DOCTYPE declares are the only ones that can expand past a character or two: they
+  // stay bounded as fast-xml-parser's own decoder bounds them (100,000 characters).
+  entityDecoder: new EntityDecoder({
+    namedEntities: ALL_ENTITIES,
+    numericAllowed: true,
+    limit: { maxExpandedLength: 100_000, applyLimitsTo: "external" },
+  }),
   ignoreAttributes: false,
   attributeNamePrefix: "@_",
   removeNSPrefix: true,

@@ -149,6 +149,7 @@ function replaceNul(book: ExtractedBook): ExtractedBook {
     author: book.author === null ? null : clean(book.author),
     // jsonb refuses U+0000 even more strictly than text: warnings quote file names.
     language: typeof book.language === "string" ? clean(book.language) : book.language,
+    licence: typeof book.licence === "string" ? clean(book.licence) : book.licence ?? null,
     warnings: (book.warnings ?? []).map((warning) => ({
       ...warning,
       message: clean(warning.message),

@@ -20,6 +20,7 @@ import {
   classifyLine,
   type HeadingKind,
   MAX_HEADING_CHARS,
+  romanValue,
 } from "./text_headings.ts";
 
 /** How many paragraphs at the top of a book are searched for the title and byline. */
@@ -56,7 +57,7 @@ const CONTENTS_LIST = Symbol("contentsList");
  * `listed`: a line the book's own contents list names ("STORY OF THE DOOR").
  */
 interface Heading {
-  kind: HeadingKind | "listed";
+  kind: HeadingKind | "listed" | "letter";
   title: string;
   rest: Block;
 }
@@ -72,7 +73,7 @@ interface Heading {
  * contents list name chapters: a later paragraph that repeats one, with text under it, is a
  * heading. The heading styles (`books/text_headings.ts`) divide at this level: `CHAPTER`-style when
  * the book has any, else bare numerals with titles (`I. A SCANDAL IN BOHEMIA`) when it has two or
- * more; parts (`BOOK ONE`), front and back matter (`PREFACE`) and contents entries at every level.
+ * more, else lone numeral lines (`IV`) when they count up from `I`; parts (`BOOK ONE`), front and back matter (`PREFACE`) and contents entries at every level.
  * A heading with no text under it (a part title right over its first chapter) is not a chapter;
  * a `CONTENTS` heading's section is left out. Text before the first heading: a short title page is
  * left out (with a warning), anything else is a chapter titled like the book.
@@ -84,7 +85,7 @@ interface Heading {
  */
 export function extractText(source: string, path: string, signal: AbortSignal): ExtractedBook {
   const frame = stripGutenbergFrame(source);
-  const raw = toBlocks(frame.body.split(/\r\n|\r|\n/));
+  const raw = toBlocks(frame.body.split("\n"));
   const firstRaw = raw.findIndex((block) => headingOf(block) !== null);
   const front = readFrontMatter(
     raw.slice(0, firstRaw === -1 ? raw.length : firstRaw),
@@ -101,6 +102,9 @@ export function extractText(source: string, path: string, signal: AbortSignal): 
   contents.entries.delete(entryKey(title));
   const headings = blocks.map((block) => readHeading(block, contents.entries));
   const levels = chooseLevels(headings);
+  if (!levels.has("chapter") && !levels.has("numeral") && !levels.has("bare")) {
+    readLetterHeadings(blocks, headings, levels);
+  }
   const warnings: BookWarning[] = [];
 
   const isSplit = (heading: Heading | null): heading is Heading =>
@@ -138,7 +142,14 @@ export function extractText(source: string, path: string, signal: AbortSignal): 
       message: "No chapter headings found: the book is one chapter",
     });
   }
-  return { format: "text", title, author: frame.author ?? front.author, chapters, warnings };
+  return {
+    format: "text",
+    title,
+    author: frame.author ?? front.author,
+    chapters,
+    warnings,
+    licence: frame.licence,
+  };
 }
 
 /** The paragraph as a heading, when it is one (by its style, or named by the contents); else `null`. */
@@ -172,7 +183,45 @@ function chooseLevels(headings: (Heading | null)[]): Set<Heading["kind"]> {
   const levels = new Set<Heading["kind"]>(["part", "matter", "contents", "listed"]);
   if (count("chapter") > 0) levels.add("chapter");
   else if (count("numeral") >= 2) levels.add("numeral");
+  else if (countsUp(headings.filter((heading) => heading?.kind === "bare"))) levels.add("bare");
   return levels;
+}
+
+/**
+ * A dictionary's or glossary's sections: paragraphs that are one capital letter alone (`A`, `B`,
+ * … `Z`), three or more, in alphabetical order from the first letter of the alphabet (A, А, Α).
+ * Where they run so, they divide the book (when no chapter heading does) and become its
+ * headings, in `headings` and `levels`; a lone `I`, `C` or `X` among them is a letter, not a
+ * numeral.
+ */
+function readLetterHeadings(
+  blocks: Block[],
+  headings: (Heading | null)[],
+  levels: Set<Heading["kind"]>,
+): void {
+  const at = blocks.flatMap((block, index) =>
+    block.length === 1 && /^\p{Lu}$/u.test(block[0]) ? [index] : []
+  );
+  const letters = at.map((index) => blocks[index][0]);
+  const ordered = letters.length >= 3 && /^[AАΑ]$/.test(letters[0]) &&
+    letters.every((letter, i) => i === 0 || letter.localeCompare(letters[i - 1]) > 0);
+  if (!ordered) return;
+  for (const index of at) {
+    headings[index] = { kind: "letter", title: blocks[index][0], rest: blocks[index].slice(1) };
+  }
+  levels.add("letter");
+}
+
+/**
+ * Whether lone numerals count up from `I`, two or more of them: `I`, `II`, `III` (starting again
+ * at `I` in a new part). One that skips or goes back is a stray line, and then none divides.
+ */
+function countsUp(bare: (Heading | null)[]): boolean {
+  const values = bare.map((heading) => romanValue(heading?.title ?? ""));
+  return values.length >= 2 && values[0] === 1 &&
+    values.every((value, index) =>
+      value !== null && (index === 0 || value === 1 || value === (values[index - 1] ?? 0) + 1)
+    );
 }
 
 /**
@@ -186,7 +235,8 @@ function findContents(blocks: Block[]): { blocks: Block[]; entries: Set<string> 
   const kept: Block[] = [];
   const isEntry = (block: Block): boolean => {
     if (isContentsList(block)) return true;
-    const heading = headingOf(block);
+    // A lone numeral ("I.") over a story's first section is no contents entry.
+    const heading = styledHeadingOf(block);
     return heading !== null ? heading.lineCount === block.length : isTitleLike(block);
   };
   // A contents list with no CONTENTS line over it is looked for only at the front, before the
@@ -207,7 +257,7 @@ function findContents(blocks: Block[]): { blocks: Block[]; entries: Set<string> 
     // contents list whose last entry is a heading (the Quijote's "Prólogo al lector" entry); its
     // last paragraph before a body is that body's heading.
     const last = findLastIndex(blocks, index, end, (block) => {
-      const kind = headingOf(block)?.kind;
+      const kind = styledHeadingOf(block)?.kind;
       return kind !== undefined && kind !== "contents";
     });
     const runEnd = last !== -1 && end - last <= MAX_HEADING_GROUP
@@ -220,7 +270,7 @@ function findContents(blocks: Block[]): { blocks: Block[]; entries: Set<string> 
     const line = findLastIndex(blocks, index, runEnd, (block) => isContentsLine(block), true);
     const from = line !== -1 ? line : index;
     const run = blocks.slice(from, runEnd);
-    const styled = run.filter((block) => headingOf(block) !== null).length;
+    const styled = run.filter((block) => styledHeadingOf(block) !== null).length;
     append(kept, blocks, index, from);
     if (
       line !== -1 ? run.length >= 2 : front && run.length >= MIN_CONTENTS_ENTRIES && styled >= 2
@@ -291,7 +341,7 @@ function isContentsList(block: Block): boolean {
   if (known !== undefined) return known;
   // A list starts with its entries: a paragraph whose first two lines are prose is prose. This
   // keeps the scan to two lines for almost every paragraph of a book.
-  const listed = (classifyLine(block[0]) !== null || classifyLine(block[1]) !== null) &&
+  const listed = (isHeadingLine(block[0]) || isHeadingLine(block[1])) &&
     countHeadingLines(block) >= 2;
   block[CONTENTS_LIST] = listed;
   return listed;
@@ -304,12 +354,27 @@ function headingOf(block: Block): ReturnType<typeof classifyHeading> {
   return heading;
 }
 
+/**
+ * `headingOf`, less lone numerals (`I.`): those divide a book only as a run (`chooseLevels`) and
+ * say nothing about contents lists.
+ */
+function styledHeadingOf(block: Block): ReturnType<typeof classifyHeading> {
+  const heading = headingOf(block);
+  return heading?.kind === "bare" ? null : heading;
+}
+
+/** A line styled as a heading, a lone numeral aside. */
+function isHeadingLine(line: string): boolean {
+  const kind = classifyLine(line);
+  return kind !== null && kind !== "bare";
+}
+
 /** How many lines of the paragraph are headings; `0` when a line is too long for one. */
 function countHeadingLines(block: Block): number {
   let headingLines = 0;
   for (const line of block) {
     if (line.length > MAX_HEADING_CHARS) return 0;
-    if (classifyLine(line) !== null) headingLines += 1;
+    if (isHeadingLine(line)) headingLines += 1;
   }
   return headingLines;
 }
@@ -381,7 +446,8 @@ function readFrontMatter(
     title === null && first !== undefined && first.length === 1 &&
     first[0].length <= MAX_HEADING_CHARS && (rest.length > at + 1 || hasHeadings)
   ) {
-    title = collapseWhitespace(first[0]);
+    // 《红楼梦》: CJK title marks say "this is a title", they are not part of it.
+    title = collapseWhitespace(first[0]).replace(/^[《「『](.+)[》」』]$/u, "$1");
     rest.splice(at, 1);
   }
   return { title, author, rest };

@@ -22,7 +22,7 @@ export interface Config {
   readonly metricsToken: string | undefined;
   /** Time between the background counts behind `/metrics` and `/admin`, ms (default 10 000). */
   readonly statsIntervalMs: number;
-  /** Directory that holds source files and chapter assets (default `.data/storage`). */
+  /** Directory that holds source files and chapter assets (default `<dataDir>/storage`). */
   readonly storageDir: string;
   /** Directory for local state: the embedded database and a generated token (default `.data`). */
   readonly dataDir: string;

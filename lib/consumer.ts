@@ -1,5 +1,5 @@
 /**
- * The sequential consumer and the {@linkcode Queue} contract it drives (ADR-022).
+ * The sequential consumer that drives a {@linkcode Queue} (lib/queue.ts; ADR-022).
  *
  * One consumer per queue: it takes the queue's advisory lock (standing by while another process
  * holds it), recovers the queue's orphans (the lock proves their owner is gone), then loops: wait
@@ -19,175 +19,12 @@
  * @module
  */
 import { setTimeout as sleep } from "node:timers/promises";
-import type { QueueDefaults } from "./config.ts";
 import type { Logger } from "./log.ts";
-import {
-  dbFault,
-  faultDelayMs,
-  type Fragment,
-  retryFaults,
-  sessionGone,
-  type Sql,
-  transaction,
-  type TxSql,
-} from "./db.ts";
+import { dbFault, faultDelayMs, sessionGone } from "./db.ts";
 import type { QueueLock } from "./lock.ts";
 import { InFlightError, settlesBy } from "./lifecycle.ts";
 import type { Wake } from "./wake.ts";
-import type { JobEvent, JobEvents } from "./events.ts";
-
-/** What every queue's verbs receive. A queue module may extend it with its own settings. */
-export interface QueueContext {
-  /** The pool. */
-  readonly sql: Sql;
-  readonly log: Logger;
-  /** This process's per-boot id (uuid), written as `claimed_by` and fenced on by every write. */
-  readonly bootId: string;
-  /** Where job status transitions are published, after their transaction commits. */
-  readonly events: JobEvents;
-}
-
-/**
- * A queue's depth, for `/metrics` and `/admin`: counted by the queue module's own statement (each
- * queue exports `stats(sql)`; no generic layer guesses at tables).
- */
-export interface QueueStats {
-  /** Jobs by status name, every status of the queue present (0 when none). */
-  readonly byStatus: Readonly<Record<string, number>>;
-  /** Age in seconds of the oldest job that could be claimed now; null when there is none. */
-  readonly oldestRunnableAgeS: number | null;
-}
-
-/**
- * The consumer's leave, passed to {@linkcode Queue.run}, to claim the next job inside the
- * statement or transaction that completes this one (issue 11).
- *
- * @param sql the client the claim runs on (the pool, or the completing transaction).
- * @returns the queue lock's claim fence to AND into the claim's WHERE (lib/lock.ts), or null:
- *   claim nothing now (the run was aborted, the consumer is stopping, or a poll tick is due and
- *   the next claim must wait for the recovery it brings).
- */
-export type ClaimNext = (sql: Sql | TxSql) => Fragment | null;
-
-/**
- * Which rows {@linkcode Queue.recoverOrphans} recovers: `"all"` at lock acquisition (every row in
- * flight is orphaned); `"own"` only this boot id's rows, given back — the sweep after a claim whose
- * reply was lost, run while the lock is held, when another boot's row may be a standby's live
- * claim (a lock lost but not yet noticed) and must not be touched.
- */
-export type OrphanScope = "all" | "own";
-
-/**
- * Settle a claimed job: the queue's fenced write, in a transaction of its own, and its event only
- * once it has committed (STYLE.md §3). A fence that matches no row means the claim was lost: that
- * is logged, nothing changes, and the answer is false. A database fault is tried again
- * (lib/db.ts `retryFaults`; the fence makes a repeat harmless).
- *
- * @param write runs the fenced UPDATE (and what must commit with it) and returns how many rows
- *   the fence matched.
- * @returns true when the fence matched and the transaction committed.
- * @throws the last database fault, or any other error at once.
- * @example
- * await settleClaim(ctx, "ingestion", job.id, { transition: "failed", status: "Failed", … },
- *   async (sql) => (await sql`update ingestion_jobs set … where id = ${job.id} and …`).count);
- */
-export async function settleClaim(
-  ctx: QueueContext,
-  queue: string,
-  id: string,
-  event: Pick<JobEvent, "transition" | "status" | "attempt" | "error">,
-  write: (sql: TxSql) => Promise<number>,
-): Promise<boolean> {
-  return await retryFaults(
-    () =>
-      transaction(ctx.sql, ctx.log, async (tx) => {
-        if ((await write(tx.sql)) === 0) {
-          ctx.log.warn(
-            { queue, id, transition: event.transition },
-            "settling write matched no row: the claim was lost",
-          );
-          return false;
-        }
-        tx.afterCommit(() => ctx.events.publish({ queue, id, ...event }));
-        return true;
-      }),
-    ctx.log,
-  );
-}
-
-/** When a queue's {@linkcode Queue.recover} runs (STYLE.md §4: the queue decides). */
-export type RecoverOn = "claim" | "poll";
-
-/** The least a claimed job carries: its id and the attempt count its claim wrote. */
-export interface ClaimedJob {
-  /** bigint id, as a string. */
-  readonly id: string;
-  readonly attempt_count: number;
-}
-
-/**
- * One queue: a module in `queues/` exporting these members (STYLE.md §4).
- *
- * - `recoverOrphans` runs once each time the consumer acquires the queue's lock (first start,
- *   takeover after a SIGKILL, re-acquiring after a database restart), before the first claim.
- *   Holding the lock proves every row still in flight is orphaned (issue 9): rows claimed by
- *   another boot id follow the queue's crash rule at once (no stale wait); rows claimed by this
- *   boot id were cut off by the lock loss, not a crash, and are given back (attempt not counted).
- *   With scope `"own"` it gives back this boot id's rows and touches no other: the consumer runs it
- *   so after a claim whose reply was lost (the session died after the claim could have committed,
- *   so its job may be `Processing` under this boot id with no run), before its next claim and at
- *   stop; without it that job waited for the stale rule (10 min) or the next start.
- * - `recover` is the queue's rule for stale rows, and any repair of work whose effects did not
- *   finish. When it runs is the queue's `recoverOn`: `"claim"` (the default) before every claim,
- *   as ADR-022 requires of SSG (any `Running` row seen between jobs is dead); `"poll"` once after
- *   each lock acquisition and then on every poll tick, so its cost is paid per tick, not per job
- *   (issue 11: ingestion). It should return promptly once `signal` aborts.
- * - `claim` atomically takes the next job (one statement, SKIP LOCKED) or returns null. It ANDs
- *   `lockHeld` into its WHERE, so a claim without the queue lock takes nothing (issue 9).
- * - `run` does the work and settles the job with fenced writes. Once `signal` aborts for shutdown
- *   or a lost lock it must reject with the signal's reason without settling anything; when the
- *   reason is a run timeout ({@linkcode isRunTimeout}) it settles the job as the queue sees fit.
- *   It may claim the next job in its completing write with `claimNext` (only when its fenced
- *   completion matched, and only with the fence `claimNext` gives; null means claim nothing) and
- *   return it, or null when that claim found nothing; it returns nothing when it did not chain,
- *   and the consumer then claims in a round of its own. A chained job counts its attempt in the
- *   same commit as the completion before it: see the README ("Cost per job") for what that means
- *   when the database crashes between the two.
- * - `prune` (optional) deletes finished jobs past the queue's retention, in small batches; the
- *   consumer calls it on the poll tick only, never on the claim path.
- * - `giveBack` returns an aborted job to its queue with a fenced write; false when the claim was
- *   already lost (0 rows), which is logged and never "fixed". It throws the database error.
- * - `abandon` (optional) settles, with a fenced write, a run that ignored its timeout for the
- *   grace period: the queue's crash rule (the attempt spent). Without it such a job is given back.
- * - `nextDueMs` (optional) says when the next job becomes due, so an idle consumer wakes for it
- *   instead of waiting for the poll (issue 9, item 8).
- */
-export interface Queue<J extends ClaimedJob, C extends QueueContext> {
-  /** Short name for logs and events, e.g. `ingestion`. */
-  readonly name: string;
-  /** The table; its NOTIFY channel is `<schema>.<table>`. */
-  readonly table: string;
-  /** Its settings' env prefix and defaults, read by `parseQueueSettings` (lib/config.ts). */
-  readonly defaults: QueueDefaults<number | null>;
-  recoverOrphans(ctx: C, signal: AbortSignal, scope?: OrphanScope): Promise<void>;
-  /** When `recover` runs; `"claim"` when absent. */
-  readonly recoverOn?: RecoverOn;
-  recover(ctx: C, signal: AbortSignal): Promise<void>;
-  claim(ctx: C, lockHeld?: Fragment): Promise<J | null>;
-  /**
-   * @returns the next job when it chained a claim (null: the chained claim found nothing);
-   *   nothing when it did not chain.
-   */
-  run(ctx: C, job: J, signal: AbortSignal, claimNext?: ClaimNext): Promise<J | null | void>;
-  giveBack(ctx: C, job: J): Promise<boolean>;
-  abandon?(ctx: C, job: J, reason: string): Promise<boolean>;
-  prune?(ctx: C, signal: AbortSignal): Promise<void>;
-  /**
-   * @returns ms from now (database clock) until the earliest job that is waiting for a future
-   *   time becomes due; null when none is.
-   */
-  nextDueMs?(ctx: C): Promise<number | null>;
-}
+import { type ClaimedJob, type ClaimNext, type Queue, type QueueContext } from "./queue.ts";
 
 /** Options for {@linkcode Consumer}. */
 export interface ConsumerOptions<J extends ClaimedJob, C extends QueueContext> {
@@ -214,11 +51,6 @@ export interface ConsumerOptions<J extends ClaimedJob, C extends QueueContext> {
   maxErrorDelayMs?: number;
   /** Reopen the pool's connections (after a read-only error, SQLSTATE 25006); never throws. */
   recycle?: () => Promise<void>;
-}
-
-/** Whether an abort reason is a run timeout (as opposed to shutdown or a lost lock). */
-export function isRunTimeout(reason: unknown): boolean {
-  return reason instanceof DOMException && reason.name === "TimeoutError";
 }
 
 /**

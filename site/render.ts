@@ -35,7 +35,7 @@ export interface EditionContent {
   readonly chapters: readonly ChapterPageData[];
 }
 
-/** Where the render reads published editions from (queues/ssg.ts answers from Postgres). */
+/** Where the render reads published editions from (queues/ssg/mod.ts answers from Postgres). */
 export interface SiteSource {
   /** Published editions, in index order. */
   list(signal: AbortSignal): Promise<EditionSummary[]>;

@@ -1,11 +1,11 @@
 /**
- * The API as the route tests build it (tests/api_test.ts, openapi_test.ts, ssg_routes_test.ts,
+ * The API as the route tests build it (tests/lib/http/api_test.ts, openapi_test.ts, ssg_routes_test.ts,
  * user_books_api_test.ts).
  *
  * @module
  */
 import type { Hono } from "hono";
-import { type ApiDeps, createApi } from "../lib/api.ts";
+import { type ApiDeps, createApi } from "../lib/http/api.ts";
 import type { EventHub } from "../lib/events.ts";
 import { Lifecycle } from "../lib/lifecycle.ts";
 import type { Logger } from "../lib/log.ts";

@@ -4,15 +4,15 @@
  *
  * @module
  */
-import { createApi } from "../lib/api.ts";
+import { createApi } from "../lib/http/api.ts";
 import { EventHub } from "../lib/events.ts";
 import { Lifecycle } from "../lib/lifecycle.ts";
 import { createLogger } from "../lib/log.ts";
 import type { Sql } from "../lib/db.ts";
-import { autoPublishRoutes } from "../queues/auto_publish_routes.ts";
-import { seoRoutes } from "../queues/seo_backfill_routes.ts";
-import type { AutoPublishContext } from "../queues/auto_publish.ts";
-import type { SeoContext } from "../queues/seo_backfill.ts";
+import { autoPublishRoutes } from "../queues/auto_publish/routes.ts";
+import { seoRoutes } from "../queues/seo_backfill/routes.ts";
+import type { AutoPublishContext } from "../queues/auto_publish/mod.ts";
+import type { SeoContext } from "../queues/seo_backfill/mod.ts";
 import type { TestDb } from "./_db.ts";
 
 /** The bearer token of {@linkcode hostApi}. */

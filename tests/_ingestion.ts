@@ -7,12 +7,13 @@
 import { createLogger, type Logger } from "../lib/log.ts";
 import { EventHub, type SequencedEvent } from "../lib/events.ts";
 import { connect, type Sql } from "../lib/db.ts";
-import { Consumer, type Queue } from "../lib/consumer.ts";
+import { Consumer } from "../lib/consumer.ts";
+import { type Queue } from "../lib/queue.ts";
 import { QueueLock } from "../lib/lock.ts";
 import { Wake } from "../lib/wake.ts";
 import { listenForWakes } from "../lib/listener.ts";
-import * as ingestion from "../queues/ingestion.ts";
-import type { IngestionContext, IngestionJob, IngestionJobRow } from "../queues/ingestion.ts";
+import * as ingestion from "../queues/ingestion/mod.ts";
+import type { IngestionContext, IngestionJob, IngestionJobRow } from "../queues/ingestion/mod.ts";
 import { type TestDb, waitFor } from "./_db.ts";
 
 /** An ingestion context bound to `db`, with a fresh storage directory and an event hub. */

@@ -1,6 +1,6 @@
 /**
- * `deno info --json main.ts`, parsed: the module graph the worker loads (tests/dockerfile_test.ts,
- * tests/lazy_load_test.ts).
+ * `deno info --json main.ts`, parsed: the module graph the worker loads (tests/process/dockerfile_test.ts,
+ * tests/lib/admin/lazy_load_test.ts).
  *
  * @module
  */

@@ -10,7 +10,7 @@ import { parseDocument } from "htmlparser2";
 import { isTag, type Node } from "domhandler";
 import { createLogger } from "../lib/log.ts";
 import { EventHub } from "../lib/events.ts";
-import type { SsgContext, SsgJobRow } from "../queues/ssg.ts";
+import type { SsgContext, SsgJobRow } from "../queues/ssg/mod.ts";
 import type { TestDb } from "./_db.ts";
 
 /** An ssg context bound to `db`, with fresh storage and site directories. */

@@ -1,0 +1,323 @@
+/**
+ * The admin dashboard at `/admin` (issue 12): an overview of every queue, a queue's jobs, one
+ * job, and the one action the rules allow — retrying a `Failed` job (ADR-022). Everything is read
+ * through each queue's {@linkcode QueueView}; counts come from the background {@linkcode
+ * StatsCache}, never counted per request.
+ *
+ * Auth: the token (`METRICS_TOKEN` when set, else `INTERNAL_API_TOKEN`) is given once on the login
+ * form; the answer is a cookie holding a session id from this process's {@linkcode SessionStore}
+ * (so signing out ends the session, review5), signed with HMAC-SHA256 under a key derived from the
+ * token (never the token itself), `HttpOnly`, `SameSite=Strict`, `Path=/admin`, and `Secure` when
+ * the request came over https. Every form post also passes `hono/csrf` (its Origin or
+ * `Sec-Fetch-Site: same-origin` must match, as Sidekiq's `safe_request?`). Live updates come from
+ * `/admin/events`, the job event stream behind the same cookie. Sign-in is rate-limited per
+ * client address (lib/admin/login_limit.ts). Every answer carries `hono/secure-headers`: a CSP of
+ * this origin's own files only (the style and the script are served from `/admin/assets/`, never
+ * inline) and `X-Frame-Options: DENY` (review5).
+ *
+ * @module
+ */
+import { Hono, type MiddlewareHandler } from "hono";
+import { bodyLimit } from "hono/body-limit";
+import { csrf } from "hono/csrf";
+import { deleteCookie, getSignedCookie, setSignedCookie } from "hono/cookie";
+import { timingSafeEqual } from "hono/utils/buffer";
+import { z } from "zod";
+import type { QueueContext } from "../queue.ts";
+import type { QueueView } from "./queue_view.ts";
+import type { StatsCache } from "./stats_cache.ts";
+import { type EventStreamDeps, streamEvents } from "../http/api.ts";
+import { secureHeaders } from "hono/secure-headers";
+import {
+  DASHBOARD_CSS,
+  JobPage,
+  LIVE_JS,
+  LoginPage,
+  MessagePage,
+  OverviewPage,
+  QueuePage,
+} from "./pages.tsx";
+import { SessionStore } from "./session.ts";
+import { clientKey, loginLimit } from "./login_limit.ts";
+
+/** The session cookie's name. */
+export const SESSION_COOKIE = "textstack_admin";
+/** How long a login lasts, in seconds. */
+export const SESSION_SECONDS = 12 * 3600;
+/** Jobs per page on a queue's page. */
+export const PAGE_SIZE = 50;
+/**
+ * Largest `/admin` request body, in bytes (413 above it, before it is read): the sign-in form and
+ * the retry button are far smaller, and the sign-in form is open to anyone who reaches the port
+ * (review4: a 200 MB sign-in body grew the worker by 450 MB).
+ */
+export const ADMIN_MAX_BODY_BYTES = 4 * 1024;
+
+/** The process state behind "who holds the lock": a queue lock's live view (lib/lock.ts). */
+export interface LockState {
+  readonly held: boolean;
+  readonly backendPid: number | undefined;
+}
+
+/** What {@linkcode adminRoutes} needs. */
+export interface AdminDeps extends EventStreamDeps {
+  /** The token the login form takes. */
+  token: string;
+  views: readonly QueueView[];
+  cache: StatsCache;
+  /** Context for the admin retry (pool, log, events). */
+  ctx: QueueContext;
+  /** This process's lock per queue name. */
+  locks: ReadonlyMap<string, LockState>;
+  /**
+   * The sign-in rate limit (lib/admin/login_limit.ts): refused sign-ins per address per window;
+   * the defaults unless a test sets them.
+   */
+  loginLimit?: { attempts?: number; windowMs?: number };
+}
+
+// A job id: 1 to the bigint maximum, as the /internal routes accept (issue 9, item 9). zod runs
+// the refinement after a failed regex too: only a digit string is compared.
+const idParam = z.string().regex(/^[1-9]\d{0,18}$/).refine((raw) =>
+  !/^\d+$/.test(raw) || BigInt(raw) <= 9223372036854775807n
+);
+
+/**
+ * Build the dashboard's routes, to mount at the root (`createApi({ apps: [admin] })`).
+ *
+ * @returns a Hono app serving `/admin/*`.
+ * @example
+ * const admin = adminRoutes({ token, views, cache, ctx, locks, events, lifecycle, log });
+ */
+export function adminRoutes(deps: AdminDeps): Hono {
+  const app = new Hono();
+  const byName = new Map(
+    deps.views.flatMap((v) => [v.name, ...(v.aliases ?? [])].map((name) => [name, v] as const)),
+  );
+  const views = deps.views;
+  // A key of its own: a leaked cookie signature says nothing about the token.
+  const secret = crypto.subtle.digest(
+    "SHA-256",
+    new TextEncoder().encode(`textstack-admin-session\u0000${deps.token}`),
+  );
+  let streams = 0;
+  const sessions = new SessionStore(SESSION_SECONDS * 1000);
+
+  // The session id in the request's cookie, when its signature holds (else undefined).
+  const sessionId = async (c: Parameters<MiddlewareHandler>[0]): Promise<string | undefined> => {
+    const value = await getSignedCookie(c, await secret, SESSION_COOKIE);
+    return typeof value === "string" ? value : undefined;
+  };
+  const signedIn = async (c: Parameters<MiddlewareHandler>[0]): Promise<boolean> =>
+    sessions.valid(await sessionId(c));
+
+  // Before anything reads a body (the sign-in form needs no session): a body past the limit is
+  // refused unread, as the 64 KiB limit under /internal.
+  const limit = bodyLimit({
+    maxSize: ADMIN_MAX_BODY_BYTES,
+    onError: (c) =>
+      c.html(
+        <MessagePage
+          title="Too large"
+          message={`The request body exceeds ${ADMIN_MAX_BODY_BYTES} bytes`}
+        />,
+        413,
+      ),
+  });
+  // First, so every answer under /admin carries them (review5): a CSP that allows only this
+  // origin's own files (the style and the live script are served below, never inline), no
+  // framing (clickjacking the retry button), no sniffing. HSTS is left to the https proxy: the
+  // worker itself speaks plain http.
+  const secure = secureHeaders({
+    contentSecurityPolicy: {
+      defaultSrc: ["'none'"],
+      scriptSrc: ["'self'"],
+      styleSrc: ["'self'"],
+      imgSrc: ["'self'"],
+      connectSrc: ["'self'"],
+      formAction: ["'self'"],
+      frameAncestors: ["'none'"],
+      baseUri: ["'none'"],
+    },
+    xFrameOptions: "DENY",
+    strictTransportSecurity: false,
+  });
+  app.use("/admin/*", secure);
+  app.use("/admin", secure);
+  app.use("/admin/*", limit);
+  app.use("/admin", limit);
+  app.use("/admin/*", csrf());
+  app.use("/admin", csrf());
+
+  // The style and the script, before the session check: the sign-in page is styled too.
+  const asset = (body: string, type: string) => (c: Parameters<MiddlewareHandler>[0]) =>
+    c.body(body, 200, { "content-type": type, "cache-control": "no-cache" });
+  app.get("/admin/assets/dashboard.css", asset(DASHBOARD_CSS, "text/css; charset=utf-8"));
+  app.get("/admin/assets/live.js", asset(LIVE_JS, "text/javascript; charset=utf-8"));
+
+  app.get("/admin/login", async (c) => {
+    if (await signedIn(c)) return c.redirect("/admin", 303);
+    return c.html(<LoginPage />);
+  });
+
+  // Refused sign-ins are counted per client address; past the limit, 429 with Retry-After
+  // (review5: a wrong token only logged a warning, so guessing was unbounded).
+  const limited = loginLimit({
+    ...deps.loginLimit,
+    onLimited: (c, client) => {
+      deps.log.warn(
+        { client, retryAfterS: Number(c.res.headers.get("retry-after")) },
+        "admin login rate-limited",
+      );
+      return c.html(
+        <MessagePage
+          title="Too many sign-in attempts"
+          message={`Too many refused sign-ins from this address: try again in ${
+            c.res.headers.get("retry-after")
+          } s`}
+        />,
+        429,
+      );
+    },
+  });
+
+  app.post("/admin/login", limited, async (c) => {
+    const form = await c.req.parseBody();
+    const given = typeof form.token === "string" ? form.token : "";
+    if (!(await timingSafeEqual(given, deps.token))) {
+      deps.log.warn(
+        { client: clientKey(c), forwardedFor: c.req.header("x-forwarded-for") ?? null },
+        "admin login refused",
+      );
+      return c.html(<LoginPage error="Wrong token" />, 401);
+    }
+    await setSignedCookie(
+      c,
+      SESSION_COOKIE,
+      sessions.create(),
+      await secret,
+      {
+        httpOnly: true,
+        sameSite: "Strict",
+        path: "/admin",
+        maxAge: SESSION_SECONDS,
+        secure: new URL(c.req.url).protocol === "https:" ||
+          c.req.header("x-forwarded-proto") === "https",
+      },
+    );
+    return c.redirect("/admin", 303);
+  });
+
+  // Everything below needs the session cookie.
+  const requireSession: MiddlewareHandler = async (c, next) => {
+    if (await signedIn(c)) return await next();
+    if (c.req.method === "GET" && c.req.path !== "/admin/events") {
+      return c.redirect("/admin/login", 303);
+    }
+    return c.html(<MessagePage title="Sign in first" message="Your session has ended." />, 401);
+  };
+  app.use("/admin", requireSession);
+  app.use("/admin/*", requireSession);
+
+  // Ends the session itself, not only the browser's copy of it: the old cookie opens nothing.
+  app.post("/admin/logout", async (c) => {
+    sessions.revoke(await sessionId(c));
+    deleteCookie(c, SESSION_COOKIE, { path: "/admin" });
+    return c.redirect("/admin/login", 303);
+  });
+
+  app.get("/admin", (c) =>
+    c.html(
+      <OverviewPage
+        views={views}
+        snapshot={deps.cache.snapshot}
+        intervalMs={deps.cache.intervalMs}
+        holdsLock={(queue, pid) => deps.locks.get(queue)?.backendPid === pid}
+      />,
+    ));
+
+  app.get("/admin/events", (c) => streamEvents(c, deps, `admin subscriber ${++streams}`));
+
+  const notFound = (message: string) => (
+    <MessagePage views={views} title="Not found" message={message} />
+  );
+
+  app.get("/admin/queues/:queue", async (c) => {
+    const view = byName.get(c.req.param("queue"));
+    if (!view) return c.html(notFound(`No queue named "${c.req.param("queue")}"`), 404);
+    const status = c.req.query("status") || undefined;
+    const before = c.req.query("before") || undefined;
+    if (status && !view.statuses.includes(status)) {
+      return c.html(
+        <MessagePage
+          views={views}
+          title="Bad filter"
+          message={`Unknown status "${status}": expected one of ${view.statuses.join(", ")}`}
+        />,
+        400,
+      );
+    }
+    if (before && !idParam.safeParse(before).success) {
+      return c.html(
+        <MessagePage views={views} title="Bad page" message="before must be a job id" />,
+        400,
+      );
+    }
+    const rows = await view.listJobs(deps.ctx.sql, {
+      status,
+      beforeId: before,
+      limit: PAGE_SIZE + 1,
+    });
+    const jobs = rows.slice(0, PAGE_SIZE);
+    return c.html(
+      <QueuePage
+        views={views}
+        view={view}
+        status={status}
+        jobs={jobs}
+        olderThan={rows.length > PAGE_SIZE ? jobs[jobs.length - 1].id : undefined}
+        paged={before !== undefined}
+      />,
+    );
+  });
+
+  app.get("/admin/queues/:queue/jobs/:id", async (c) => {
+    const view = byName.get(c.req.param("queue"));
+    const id = c.req.param("id");
+    if (!view) return c.html(notFound(`No queue named "${c.req.param("queue")}"`), 404);
+    const job = idParam.safeParse(id).success ? await view.getJob(deps.ctx.sql, id) : null;
+    if (!job) return c.html(notFound(`No ${view.name} job #${id}`), 404);
+    const details = view.details ? await view.details(deps.ctx.sql, job) : [];
+    const notice = c.req.query("retried") === "1"
+      ? <p class="note" role="status">Retried: the job is queued again.</p>
+      : undefined;
+    return c.html(
+      <JobPage views={views} view={view} job={job} details={details} notice={notice} />,
+    );
+  });
+
+  app.post("/admin/queues/:queue/jobs/:id/retry", async (c) => {
+    const view = byName.get(c.req.param("queue"));
+    const id = c.req.param("id");
+    if (!view?.retry || !idParam.safeParse(id).success) {
+      return c.html(notFound("No such job, or its queue has no retry"), 404);
+    }
+    const outcome = await view.retry(deps.ctx, id);
+    if (outcome.retried) {
+      deps.log.info({ queue: view.name, id }, "admin retry from the dashboard");
+      return c.redirect(`/admin/queues/${view.name}/jobs/${id}?retried=1`, 303);
+    }
+    const job = await view.getJob(deps.ctx.sql, id);
+    if (!job) return c.html(notFound(`No ${view.name} job #${id}`), 404);
+    return c.html(
+      <MessagePage
+        views={views}
+        title="Cannot retry"
+        message={`Cannot retry job #${id}: it is ${job.status}; ${outcome.reason}`}
+      />,
+      409,
+    );
+  });
+
+  return app;
+}

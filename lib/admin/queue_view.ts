@@ -1,0 +1,118 @@
+/**
+ * A queue's admin view: what `/admin` and `/metrics` read about one queue, each answered by the
+ * queue's own statements (issue 12: no generic layer guesses at tables). Each queue has a
+ * `queues/<queue>_view.ts` exporting one {@linkcode QueueView} over its module's `stats(sql)` and
+ * `retry`; main.ts lists them.
+ *
+ * @module
+ */
+import type { Sql } from "../db.ts";
+import type { QueueContext, QueueStats } from "../queue.ts";
+
+/** One job as a list shows it. */
+export interface JobSummary {
+  /** bigint id, as a string. */
+  readonly id: string;
+  readonly status: string;
+  readonly attempt_count: number;
+  /** What the job works on, in a few words (e.g. its source path). */
+  readonly subject: string;
+  readonly error: string | null;
+  readonly created_at: Date;
+  readonly updated_at: Date;
+}
+
+/** Settled jobs over a window, counted by the queue's own statement. */
+export interface Throughput {
+  /** Jobs that reached `Completed` in the window. */
+  readonly completed: number;
+  /** Jobs that reached `Failed` in the window. */
+  readonly failed: number;
+}
+
+/** A titled table of extra facts about one job (e.g. ingestion's edition chapters). */
+export interface JobDetail {
+  readonly title: string;
+  readonly columns: readonly string[];
+  readonly rows: ReadonlyArray<ReadonlyArray<string | number | null>>;
+}
+
+/** Which page of a queue's jobs to list: newest first, keyset-paged on the id. */
+export interface JobPage {
+  /** Only jobs in this status; every status when absent. */
+  readonly status?: string;
+  /** Only jobs with a smaller id than this (the last id of the previous page). */
+  readonly beforeId?: string;
+  /** Most jobs to return (≥ 1). */
+  readonly limit: number;
+}
+
+/**
+ * What an admin retry did: `retried`, or why not — the job is not `Failed` (`reason` says its
+ * status) or the queue's own rule refuses it now (e.g. another Full rebuild is already queued).
+ */
+export type RetryOutcome =
+  | { readonly retried: true }
+  | { readonly retried: false; readonly reason: string };
+
+/**
+ * The admin view of one queue. Every statement lives with the queue (its module or its
+ * `_view.ts`).
+ *
+ * @example
+ * const views: QueueView[] = [ingestionView, ssgView];
+ * const page = await views[0].listJobs(sql, { status: "Failed", limit: 50 });
+ */
+export interface QueueView {
+  /** The queue's name, as in its events and lock, e.g. `ingestion`. */
+  readonly name: string;
+  /**
+   * The queue's former names, still accepted wherever a name is an input (a dashboard URL), so a
+   * bookmark or a script written against them keeps working; output always uses `name`.
+   */
+  readonly aliases?: readonly string[];
+  /** Its status names, in lifecycle order (ADR-022 names; enrichment's `Pending`). */
+  readonly statuses: readonly string[];
+  /**
+   * Who consumes it: `worker` — this process's sequential consumer under the queue lock
+   * (ADR-022); `host` — a host poller through the claim API (no lock to show).
+   */
+  readonly consumer: "worker" | "host";
+  /** Jobs by status and the oldest runnable age (the queue module's `stats(sql)`). */
+  stats(sql: Sql): Promise<QueueStats>;
+  /** Jobs settled in the last `seconds` (s). */
+  throughput(sql: Sql, seconds: number): Promise<Throughput>;
+  /** A page of jobs, newest first. */
+  listJobs(sql: Sql, page: JobPage): Promise<JobSummary[]>;
+  /** One job's row as the queue shows it (column → value); null when no job has that id. */
+  getJob(sql: Sql, id: string): Promise<Record<string, unknown> | null>;
+  /**
+   * The admin retry, where the queue has one: `Failed` → runnable (ADR-022: "Failed is terminal.
+   * Only an admin retry brings it back"), under the queue's own rules. Publishes the `retried`
+   * event after its commit; changes nothing unless it retried.
+   */
+  retry?(ctx: QueueContext, id: string): Promise<RetryOutcome>;
+  /** Extra tables for a job's page (e.g. ingestion's chapters); none when absent. */
+  details?(sql: Sql, job: Record<string, unknown>): Promise<JobDetail[]>;
+  /**
+   * How many breakers of the queue are open now, where it has one (auto-publish: editions with
+   * 5 `Failed` jobs in 24 h, ADR-022 row 5); counted in the background with the stats.
+   */
+  openBreakers?(sql: Sql): Promise<number>;
+}
+
+/** The one status an admin retry accepts (ADR-022): the dashboard offers retry for it alone. */
+export const RETRYABLE_STATUS = "Failed";
+
+/**
+ * The usual retry outcome of a queue whose retry returns the row or null: retried, else the job
+ * is not `Failed` (or is gone).
+ *
+ * @param retried whether the queue's retry changed the row.
+ * @returns the outcome for {@linkcode QueueView.retry}.
+ */
+export function retryOutcome(retried: boolean): RetryOutcome {
+  return retried
+    ? { retried: true }
+    : { retried: false, reason: "only Failed jobs can be retried" };
+}

@@ -1,0 +1,170 @@
+/**
+ * HTTP pieces the two host-polled queues' routes share (queues/auto_publish/routes.ts,
+ * queues/seo_backfill/routes.ts): id, token and limit schemas, the 400 that names the field, the
+ * JSON content-type rule, 405 with `Allow`, 503 for an unreachable database, and the answer to a
+ * settle.
+ *
+ * @module
+ */
+import { type Context, Hono } from "hono";
+import { createMiddleware } from "hono/factory";
+import { methodNotAllowed } from "hono/method-not-allowed";
+import { z } from "zod";
+import type { SettleOutcome } from "../claim_token.ts";
+
+/** Largest bigint id (PostgreSQL `bigint`). */
+const MAX_ID = 9223372036854775807n;
+
+/**
+ * A job or edition id: a positive integer as a JSON number (a safe integer) or a numeric string
+ * up to the bigint range; normalised to its decimal string. Past the range → 400, never a
+ * database error.
+ */
+export const id = z.union([
+  z.string().regex(/^\d{1,40}$/, "expected a positive integer id"),
+  z.number().int("expected a positive integer id").refine(
+    Number.isSafeInteger,
+    "past the safe integer range of JSON numbers: send it as a string",
+  ),
+]).transform((v) => BigInt(v)).refine(
+  (v) => v >= 1n && v <= MAX_ID,
+  `expected a positive integer id up to ${MAX_ID}`,
+).transform(String);
+
+/** A `:id` path segment: digits only in the route pattern, range checked here. */
+export const idParam = z.object({ id });
+
+/** The claim token a claim handed out (uuid text; anything else never reaches the database). */
+export const claimToken = z.string().regex(
+  /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i,
+  "expected the claim_token the claim returned",
+);
+
+/**
+ * A claim key (docs/claim-keys.md): a uuid the poller chose before sending the claim and sends
+ * again when the claim's answer was lost; the same key returns the same jobs and tokens.
+ */
+export const claimKey = z.string().regex(
+  /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i,
+  "expected a uuid the poller chose for this claim",
+);
+
+/** Text PostgreSQL can store: no NUL bytes (they fail `text` and `jsonb` with a 22xxx error). */
+export function storableText(min: number, max: number) {
+  return z.string().min(min).max(max).refine((s) => !s.includes("\0"), "must not contain NUL");
+}
+
+/** A JSON object PostgreSQL's `jsonb` can store (no `\u0000` anywhere in it). */
+export const storableObject = z.record(z.string(), z.unknown()).refine(
+  (v) => !JSON.stringify(v).includes("\\u0000"),
+  "must not contain NUL",
+);
+
+/** A positive integer from a JSON number or a numeric string, from 1 to `max`. */
+export function count(max: number) {
+  return z.union([z.number(), z.string().regex(/^\d{1,40}$/).transform(Number)])
+    .pipe(z.number().int().min(1).max(max));
+}
+
+/** Query of a list route: `?status=&limit=&before=`. */
+export function listQuery<S extends readonly [string, ...string[]]>(statuses: S) {
+  return z.strictObject({
+    status: z.enum(statuses).optional(),
+    limit: count(200).default(50),
+    before: id.optional(),
+  });
+}
+
+interface Checked {
+  success: boolean;
+  error?: { issues: ReadonlyArray<{ path: ReadonlyArray<PropertyKey>; message: string }> };
+}
+
+/** zValidator's hook: bad input is a 400 JSON error that names the field (STYLE.md §7). */
+export function invalid(result: Checked): Response | undefined {
+  if (result.success || !result.error) return undefined;
+  const issue = result.error.issues[0];
+  const where = issue.path.length > 0 ? issue.path.map(String).join(".") : "body";
+  return Response.json({ error: `Invalid ${where}: ${issue.message}` }, { status: 400 });
+}
+
+const JSON_TYPE = /^application\/([\w.+-]*\+)?json\b/i;
+
+/** Refuse a body that is not declared JSON (415): else it would be read as `{}`. */
+export const requireJson = createMiddleware(async (c, next) => {
+  if (!JSON_TYPE.test(c.req.header("content-type") ?? "")) {
+    return c.json({ error: "Expected Content-Type: application/json" }, 415);
+  }
+  return await next();
+});
+
+/**
+ * For routes whose body is optional (the claims): no body at all reads as `{}`; a body must be
+ * declared JSON (415), so text sent by mistake never claims with defaults.
+ */
+export const optionalJson = createMiddleware(async (c, next) => {
+  if (JSON_TYPE.test(c.req.header("content-type") ?? "")) return await next();
+  if ((await c.req.text()) !== "") {
+    return c.json({ error: "Expected Content-Type: application/json" }, 415);
+  }
+  return await next();
+});
+
+// postgres.js and Deno socket codes, and SQLSTATEs, that mean "the database is not there now".
+const UNAVAILABLE =
+  /^(08|57P0[123]|53300|ECONNREFUSED|ECONNRESET|ETIMEDOUT|EHOSTUNREACH|ENOTFOUND|EPIPE|CONNECT_TIMEOUT|CONNECTION_)/;
+
+/** Whether an error means the database is unreachable (→ 503), not a bug (→ 500). */
+export function isUnavailable(err: unknown): boolean {
+  for (let e = err, depth = 0; e && depth < 4; e = (e as { cause?: unknown }).cause, depth++) {
+    const code = (e as { code?: unknown }).code;
+    if (typeof code === "string" && UNAVAILABLE.test(code)) return true;
+    if (e instanceof Deno.errors.ConnectionRefused || e instanceof Deno.errors.ConnectionReset) {
+      return true;
+    }
+  }
+  return false;
+}
+
+/**
+ * A router for a host queue: a wrong method on a known path is 405 with `Allow` (also when
+ * `hono/method-not-allowed` is mounted app-wide: this one answers first and that one then sees no
+ * 404), and an unreachable database is 503; any other error goes on to the app's `onError`.
+ */
+export function hostRouter(): Hono {
+  const app = new Hono();
+  app.use(methodNotAllowed({
+    app,
+    onMethodNotAllowed: (c, methods) =>
+      c.json({ error: `Method ${c.req.method} not allowed: use ${methods.join(", ")}` }, 405, {
+        Allow: methods.join(", "),
+      }),
+  }));
+  app.onError((err, c) => {
+    if (!isUnavailable(err)) throw err;
+    c.header("Retry-After", "5");
+    return c.json({ error: "Database not reachable; retry later" }, 503);
+  });
+  return app;
+}
+
+/**
+ * The answer to a settle: 200 the job (settled now, or already by this token: the same answer),
+ * 409 when the token no longer matches (nothing changed), 404 for an unknown id.
+ */
+export function settleResponse<T extends { id: string; status: string }>(
+  c: Context,
+  outcome: SettleOutcome<T>,
+  verb: string,
+): Response {
+  if (outcome.outcome === "absent") return c.json({ error: "No such job" }, 404);
+  if (outcome.outcome === "lost") {
+    const { job } = outcome;
+    return c.json({
+      error: `Cannot ${verb} job ${job.id}: the claim_token no longer matches (the job is ` +
+        `${job.status}: swept, recovered, retried, re-claimed or settled otherwise); nothing changed`,
+      status: job.status,
+    }, 409);
+  }
+  return c.json(outcome.job, 200);
+}

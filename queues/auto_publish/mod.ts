@@ -1,0 +1,614 @@
+/**
+ * The auto-publish queue: table `auto_publish_jobs` (sql/006_auto_publish.sql). Consumed on the
+ * host by `host/seo-publish-poll.sh` (ADR-022 row 5) through the claim API of
+ * queues/auto_publish/routes.ts; its `run` is the host's `PUBLISH_COMMAND`. This module holds the
+ * SQL verbs those routes call; it has no in-process consumer, timers or state.
+ *
+ * Route-level diagram (beanstalkd style; every settle presents the claim's token):
+ *
+ * ```
+ *   POST /jobs ─┐  (ingestion complete, same transaction)
+ *               v
+ *           [Queued] <──── give-back ────┐
+ *               │                         │
+ *     POST /jobs/claim (token minted)     │
+ *               v                         │
+ *           [Running] ────────────────────┘
+ *            │   │   └─ POST /recover (poller start) ──> [Failed] "interrupted (consumer restarted)"
+ *    complete│   │fail                                       ^
+ *            v   v                                           │
+ *   [Completed] [Failed] ── POST /jobs/:id/retry ──> [Queued]│(attempts reset)
+ * ```
+ *
+ * - (none) → Queued: {@linkcode enqueue}; refused while the edition has a `Queued` or `Running`
+ *   job, or 5 `Failed` jobs (interrupted ones included) in the last 24 h (the breaker).
+ * - Queued → Running: {@linkcode claim}, one job, `priority DESC, created_at`, SKIP LOCKED; counts
+ *   the attempt and mints a fresh `claim_token`.
+ * - Running → Completed: {@linkcode complete}: the edition is published and a Full SSG rebuild
+ *   queued (deduplicated) in the same transaction; IndexNow is pinged only after the commit.
+ * - Running → Failed: {@linkcode fail} (the command failed), {@linkcode recover} (the poller
+ *   restarted: one consumer, so whatever is in flight at its start is orphaned — ADR-022).
+ * - Running → Queued: {@linkcode giveBack} (the poller was stopped; attempt not counted).
+ * - Failed → Queued: {@linkcode retry}, the admin retry.
+ *
+ * Stale rule: none by time; the poller's startup `recover` is the crash recovery (ADR-022 "Per
+ * queue": "One startup UPDATE in seo-publish-poll.sh"). No leases, no heartbeats. Attempts cap: the
+ * breaker, per edition, instead of per job.
+ *
+ * @module
+ */
+import type { Fragment, Sql, TxSql } from "../../lib/db.ts";
+import { transaction } from "../../lib/db.ts";
+import { ConfigError, parseQueueSettings, type QueueDefaults } from "../../lib/config.ts";
+import type { Logger } from "../../lib/log.ts";
+import type { IndexNowSettings } from "./_indexnow.ts";
+import type { QueueContext, QueueStats } from "../../lib/queue.ts";
+import type { JobEvent } from "../../lib/events.ts";
+import { publishEdition } from "../ssg/mod.ts";
+import { afterMiss, type SettleOutcome, type TokenState } from "../../lib/claim_token.ts";
+
+/** Queue name used in logs and events. */
+export const name = "auto_publish";
+/** The queue table. */
+export const table = "auto_publish_jobs";
+/** The breaker: this many `Failed` jobs of one edition inside the window refuse a new one. */
+export const BREAKER_FAILURES = 5;
+/** The breaker's window, in hours (ADR-022 row 5: "5 failures / 24 h per edition"). */
+export const BREAKER_WINDOW_H = 24;
+/** The error {@linkcode recover} writes (ADR-022, startup recovery). */
+export const INTERRUPTED = "interrupted (consumer restarted)";
+/**
+ * No time-based settings: no stale rule (the poller's startup `recover` is the crash recovery)
+ * and no run timeout (the host command's own). `AUTO_PUBLISH_STALE_AFTER_MS` and
+ * `AUTO_PUBLISH_TIMEOUT_MS` would be ignored, so a set value stops startup (review5).
+ */
+export const defaults: QueueDefaults<null, null> = {
+  envPrefix: "AUTO_PUBLISH",
+  staleAfterMs: null,
+  timeoutMs: null,
+  without: {
+    staleAfterMs: "the auto-publish queue has no stale rule (the poller's start fails every " +
+      "Running job: POST /internal/auto-publish/recover)",
+    timeoutMs: "the auto-publish queue's runs are the host poller's PUBLISH_COMMAND, which " +
+      "bounds its own run",
+  },
+};
+
+/** Statuses of `auto_publish_jobs.status`. */
+export type AutoPublishStatus = "Queued" | "Running" | "Completed" | "Failed";
+
+/** What the verbs need: the pool, the log, the event hub, and where to announce a publish. */
+export interface AutoPublishContext extends Pick<QueueContext, "sql" | "log" | "events"> {
+  /**
+   * Called after a complete has committed, with the published edition's id (bigint as string);
+   * main.ts writes it to the IndexNow channel (ADR-052: best effort, post-commit). Must not throw.
+   */
+  readonly announce: (editionId: string) => void;
+}
+
+/** A job row as the API shows it (never with its claim token). */
+export interface AutoPublishJobRow {
+  /** bigint id, as a string. */
+  id: string;
+  edition_id: string;
+  priority: number;
+  status: AutoPublishStatus;
+  attempt_count: number;
+  error: string | null;
+  claimed_at: Date | null;
+  /** What the poller reported, plus `published_at` and `ssg_job_id` from the complete. */
+  result: Record<string, unknown> | null;
+  finished_at: Date | null;
+  created_at: Date;
+  updated_at: Date;
+}
+
+/** A claimed job: the row, its edition, and the token its settles must present. */
+export interface ClaimedAutoPublishJob extends AutoPublishJobRow {
+  claim_token: string;
+  edition: { id: string; title: string; author: string | null; published_at: Date | null };
+}
+
+/** What {@linkcode enqueue} did. */
+export type CreateOutcome =
+  | { outcome: "created"; job: AutoPublishJobRow }
+  /** The edition already has this `Queued` or `Running` job. */
+  | { outcome: "in_flight"; job: AutoPublishJobRow }
+  /** The breaker is open: `failures` ≥ 5 in the window; creation is allowed again at `allowedAt`. */
+  | { outcome: "breaker"; failures: number; allowedAt: Date }
+  | { outcome: "no_edition" };
+
+/** This queue's settings, read once at startup by main.ts. */
+export interface AutoPublishSettings {
+  /** `AUTO_PUBLISH_ON_INGEST` (default true): create a job when an ingestion completes. */
+  readonly onIngest: boolean;
+  /** From `INDEXNOW_URL`, `INDEXNOW_KEY`, `SITE_URL`; null when `INDEXNOW_URL` is unset (no ping). */
+  readonly indexNow: IndexNowSettings | null;
+}
+
+/**
+ * Read `AUTO_PUBLISH_ON_INGEST` (`true`/`false`/`1`/`0`, default on), `INDEXNOW_URL`,
+ * `INDEXNOW_KEY` and `SITE_URL` (both required once `INDEXNOW_URL` is set). `INDEXNOW_KEY` is
+ * checked whenever it is set, and the time settings this queue lacks ({@linkcode defaults}) must
+ * be unset: every setting is checked at startup (review5).
+ *
+ * @param env variables by name; an empty string counts as unset.
+ * @throws {ConfigError} naming the variable, e.g.
+ *   `Cannot parse SITE_URL: expected an http(s) URL (required with INDEXNOW_URL), received ""`.
+ */
+export function parseSettings(
+  env: Readonly<Record<string, string | undefined>>,
+): AutoPublishSettings {
+  const flag = env.AUTO_PUBLISH_ON_INGEST || "true";
+  if (!/^(true|false|1|0)$/.test(flag)) {
+    throw new ConfigError(
+      `Cannot parse AUTO_PUBLISH_ON_INGEST: expected true, false, 1 or 0, received ${
+        JSON.stringify(flag)
+      }`,
+    );
+  }
+  const httpUrl = (name: string, expected: string): string => {
+    const raw = env[name] ?? "";
+    let ok = false;
+    try {
+      ok = /^https?:$/.test(new URL(raw).protocol);
+    } catch { /* not a URL */ }
+    if (!ok) {
+      throw new ConfigError(
+        `Cannot parse ${name}: expected ${expected}, received ${JSON.stringify(raw)}`,
+      );
+    }
+    return raw.replace(/\/+$/, "");
+  };
+  parseQueueSettings(env, defaults);
+  const key = env.INDEXNOW_KEY ?? "";
+  const keyError = () =>
+    new ConfigError(
+      "Cannot parse INDEXNOW_KEY: expected 8 to 128 letters, digits or dashes (required with " +
+        `INDEXNOW_URL), received ${key ? `${key.length} characters` : '""'}`,
+    );
+  const goodKey = /^[A-Za-z0-9-]{8,128}$/.test(key);
+  // Checked whenever it is set, INDEXNOW_URL or not (review5).
+  if (key && !goodKey) throw keyError();
+  let indexNow: IndexNowSettings | null = null;
+  if (env.INDEXNOW_URL) {
+    const url = httpUrl("INDEXNOW_URL", "an http(s) URL");
+    const siteUrl = httpUrl("SITE_URL", "an http(s) URL (required with INDEXNOW_URL)");
+    if (!goodKey) throw keyError();
+    indexNow = { url, key, siteUrl };
+  }
+  return Object.freeze({ onIngest: flag === "true" || flag === "1", indexNow });
+}
+
+/**
+ * The statement that creates an edition's job when its ingestion completes (issue 8;
+ * `AUTO_PUBLISH_ON_INGEST`), run as a part of the ingestion's completing statement, so it commits
+ * with the edition or not at all, and costs no round trip of its own (issue 11). Same refusals as
+ * the API ({@linkcode enqueue}): no second job while the edition has one `Queued` or `Running` (the
+ * partial unique index), none while its breaker is open. A refusal writes nothing and the
+ * ingestion still commits. The edition exists: the same statement saved it (its own rows are not
+ * visible to this part's reads, hence no existence check here).
+ *
+ * @param sql the client the completing statement runs on.
+ * @param editionId the saved edition's id as a SQL expression; NULL creates nothing.
+ * @returns a data-modifying statement returning the created job's id (no row when refused).
+ */
+export function createOnIngest(sql: Sql | TxSql, editionId: Fragment): Fragment {
+  return sql`
+    insert into auto_publish_jobs (edition_id, priority)
+    select e.id, 0 from (select ${editionId} as id) e
+    where e.id is not null
+      and (select count(*) from auto_publish_jobs
+           where edition_id = e.id and status = 'Failed'
+             and finished_at > now() - ${BREAKER_WINDOW_H} * interval '1 hour')
+          < ${BREAKER_FAILURES}
+    on conflict (edition_id) where status in ('Queued', 'Running') do nothing
+    returning id`;
+}
+
+/**
+ * Log what {@linkcode createOnIngest} did, once the ingestion committed.
+ *
+ * @param created how many jobs it created (0: refused, in flight or breaker open).
+ */
+export function reportOnIngest(log: Logger, editionId: string, created: number): void {
+  if (created > 0) {
+    log.info({ queue: name, edition: editionId }, "auto-publish job created");
+  } else {
+    log.info(
+      { queue: name, edition: editionId, refused: "in_flight or breaker" },
+      "auto-publish job not created",
+    );
+  }
+}
+
+// Every column but the token: the token is handed out by the claim only.
+const COLUMNS = [
+  "id",
+  "edition_id",
+  "priority",
+  "status",
+  "attempt_count",
+  "error",
+  "claimed_at",
+  "result",
+  "finished_at",
+  "created_at",
+  "updated_at",
+];
+
+// --- Create, read, admin ---
+
+/**
+ * Queue an auto-publish job for an edition, unless it already has one `Queued` or `Running` or
+ * the breaker is open (ADR-022 row 5, issue 8). Call it inside the ingestion save's transaction to
+ * create the job with the edition.
+ *
+ * @param sql the pool, or the caller's transaction.
+ * @param editionId bigint id, as a string.
+ * @param priority higher is claimed first.
+ * @returns the outcome; nothing is written unless `created`.
+ * @throws Error when the outcome kept changing under three tries (a storm of concurrent settles).
+ */
+export async function enqueue(
+  sql: Sql | TxSql,
+  editionId: string,
+  priority: number,
+): Promise<CreateOutcome> {
+  for (let i = 0; i < 3; i++) {
+    // One statement: the breaker's count, the edition's existence and the insert see one snapshot;
+    // the partial unique index settles a race between two creates (ON CONFLICT → nothing).
+    const [job] = await sql<AutoPublishJobRow[]>`
+      insert into auto_publish_jobs (edition_id, priority)
+      select ${editionId}, ${priority}
+      where exists (select 1 from editions where id = ${editionId})
+        and (select count(*) from auto_publish_jobs
+             where edition_id = ${editionId} and status = 'Failed'
+               and finished_at > now() - ${BREAKER_WINDOW_H} * interval '1 hour') < ${BREAKER_FAILURES}
+      on conflict (edition_id) where status in ('Queued', 'Running') do nothing
+      returning ${sql(COLUMNS)}`;
+    if (job) return { outcome: "created", job };
+    // Why not: the in-flight job, or the breaker with the moment the oldest of the last five
+    // failures leaves the window (then fewer than five remain).
+    const [why] = await sql<
+      { edition: boolean; in_flight: string | null; failures: number; allowed_at: Date }[]
+    >`
+      select
+        exists (select 1 from editions where id = ${editionId}) as edition,
+        (select id from auto_publish_jobs
+           where edition_id = ${editionId} and status in ('Queued', 'Running')) as in_flight,
+        (select count(*)::int from auto_publish_jobs
+           where edition_id = ${editionId} and status = 'Failed'
+             and finished_at > now() - ${BREAKER_WINDOW_H} * interval '1 hour') as failures,
+        (select min(finished_at) + ${BREAKER_WINDOW_H} * interval '1 hour' from (
+           select finished_at from auto_publish_jobs
+           where edition_id = ${editionId} and status = 'Failed'
+           order by finished_at desc limit ${BREAKER_FAILURES}) f) as allowed_at`;
+    if (!why.edition) return { outcome: "no_edition" };
+    const inFlight = why.in_flight ? await getJob(sql, why.in_flight) : null;
+    if (inFlight) return { outcome: "in_flight", job: inFlight };
+    if (why.failures >= BREAKER_FAILURES) {
+      return { outcome: "breaker", failures: why.failures, allowedAt: new Date(why.allowed_at) };
+    }
+  }
+  throw new Error(
+    `Cannot create an auto-publish job for edition ${editionId}: state kept changing`,
+  );
+}
+
+/** Read one job; null when no row has that id. */
+export async function getJob(sql: Sql | TxSql, id: string): Promise<AutoPublishJobRow | null> {
+  const [row] = await sql<AutoPublishJobRow[]>`
+    select ${sql(COLUMNS)} from auto_publish_jobs where id = ${id}`;
+  return row ?? null;
+}
+
+/**
+ * A page of jobs, newest first.
+ *
+ * @param options `status` filter (optional), `limit` rows (1..200), `before` an id (the previous
+ *   page's last id) to continue after.
+ * @returns the rows and the id to pass as `before` for the next page (null on the last page).
+ */
+export async function list(
+  sql: Sql,
+  options: { status?: AutoPublishStatus; limit: number; before?: string },
+): Promise<{ jobs: AutoPublishJobRow[]; next: string | null }> {
+  const jobs = await sql<AutoPublishJobRow[]>`
+    select ${sql(COLUMNS)} from auto_publish_jobs
+    where true
+      ${options.status ? sql`and status = ${options.status}` : sql``}
+      ${options.before ? sql`and id < ${options.before}` : sql``}
+    order by id desc
+    limit ${options.limit}`;
+  const next = jobs.length === options.limit ? jobs[jobs.length - 1].id : null;
+  return { jobs: [...jobs], next };
+}
+
+/**
+ * Admin retry: `Failed` → `Queued`, attempts reset, error and token cleared (ADR-022: only an
+ * admin retry brings a `Failed` job back). Not subject to the breaker: it is the admin's override.
+ *
+ * @returns the row; `not_failed` (with the current row) when it is not `Failed`; `in_flight` when
+ *   its edition meanwhile got another `Queued`/`Running` job; `absent`. Nothing changes but on
+ *   `retried`.
+ */
+export async function retry(
+  ctx: Pick<AutoPublishContext, "sql" | "events">,
+  id: string,
+): Promise<
+  | { outcome: "retried" | "not_failed" | "in_flight"; job: AutoPublishJobRow }
+  | { outcome: "absent" }
+> {
+  let row: AutoPublishJobRow | undefined;
+  try {
+    [row] = await ctx.sql<AutoPublishJobRow[]>`
+      update auto_publish_jobs
+      set status = 'Queued', attempt_count = 0, error = null, claim_token = null, claimed_at = null,
+          result = null, finished_at = null, updated_at = now()
+      where id = ${id} and status = 'Failed'
+      returning ${ctx.sql(COLUMNS)}`;
+  } catch (err) {
+    // 23505: auto_publish_jobs_one_in_flight — the edition already has a Queued or Running job.
+    if ((err as { code?: string }).code !== "23505") throw err;
+    const job = await getJob(ctx.sql, id);
+    return job ? { outcome: "in_flight", job } : { outcome: "absent" };
+  }
+  if (row) {
+    publish(ctx, row, "retried");
+    return { outcome: "retried", job: row };
+  }
+  const job = await getJob(ctx.sql, id);
+  return job ? { outcome: "not_failed", job } : { outcome: "absent" };
+}
+
+/**
+ * Jobs by status and the age of the oldest `Queued` one, for metrics and the dashboard.
+ *
+ * @returns every status, 0 when it has no rows; age in seconds (null when none is queued).
+ */
+export async function stats(sql: Sql): Promise<QueueStats> {
+  const [row] = await sql<{ by_status: Record<string, number> | null; oldest_s: number | null }[]>`
+    select
+      (select jsonb_object_agg(status, n) from (
+        select status, count(*)::int as n from auto_publish_jobs group by status) s) as by_status,
+      (select extract(epoch from now() - min(created_at))::float8 from auto_publish_jobs
+        where status = 'Queued') as oldest_s`;
+  const byStatus: Record<AutoPublishStatus, number> = {
+    Queued: 0,
+    Running: 0,
+    Completed: 0,
+    Failed: 0,
+  };
+  Object.assign(byStatus, row.by_status ?? {});
+  return { byStatus, oldestRunnableAgeS: row.oldest_s };
+}
+
+// --- The claim API's verbs ---
+
+/**
+ * Startup recovery (ADR-022 row 5): the poller calls this when it starts. There is one poller, so
+ * every `Running` row is orphaned: one UPDATE fails them all with {@linkcode INTERRUPTED}, clears
+ * their tokens (a late settle from the dead run gets 409), and frees their editions for a new job
+ * under the breaker (these failures count toward it).
+ *
+ * @returns the ids failed.
+ */
+export async function recover(ctx: Pick<AutoPublishContext, "sql" | "events">): Promise<string[]> {
+  const rows = await ctx.sql<AutoPublishJobRow[]>`
+    update auto_publish_jobs
+    set status = 'Failed', error = ${INTERRUPTED}, claim_token = null, finished_at = now(),
+        updated_at = now()
+    where status = 'Running'
+    returning ${ctx.sql(COLUMNS)}`;
+  for (const row of rows) publish(ctx, row, "recovered");
+  return rows.map((r) => r.id);
+}
+
+/**
+ * Claim the next job: `Queued`, highest priority first, then oldest (ADR-022: keep `ORDER BY
+ * priority DESC, created_at`). One statement: the scalar `id = (select … for update skip locked
+ * limit 1)` takes exactly one row (STYLE.md §3), counts the attempt and mints a fresh token.
+ *
+ * With a claim key (docs/claim-keys.md) the claim is safe to repeat: under a transaction-level
+ * advisory lock on the key (a repeat that arrives while the first is still running waits for it),
+ * the job this key already claimed is returned again, `Running` with the same token and attempt;
+ * a key whose job has been settled since (completed, failed, given back, recovered) claims
+ * nothing; only a key no job carries claims, and stamps the job with it. The startup `recover`
+ * (ADR-022) is not part of the claim and is unchanged: it fails a keyed job like any other.
+ *
+ * @param key the poller's claim key (uuid text), or undefined for a claim that is not repeatable.
+ * @returns the claimed job with its edition and `claim_token`, or null when none is queued (or the
+ *   key's job is settled).
+ */
+export async function claim(
+  ctx: Pick<AutoPublishContext, "sql" | "log" | "events">,
+  key?: string,
+): Promise<ClaimedAutoPublishJob | null> {
+  if (key === undefined) {
+    const row = await claimNext(ctx.sql, null);
+    if (!row) return null;
+    const { runnable_for_s, ...job } = row;
+    publish(ctx, job, "claimed", runnable_for_s);
+    return job;
+  }
+  return await transaction(ctx.sql, ctx.log, async (tx) => {
+    await tx.sql`select pg_advisory_xact_lock(hashtext(${table}), hashtext(${key}))`;
+    const held = await tx.sql<(ClaimedAutoPublishJob & { running: boolean })[]>`
+      select ${tx.sql(COLUMNS.map((c) => `c.${c}`))}, c.claim_token,
+             c.status = 'Running' as running, ${editionJson(tx.sql)}
+      from auto_publish_jobs c join editions e on e.id = c.edition_id
+      where c.claim_key = ${key}`;
+    if (held.length > 0) {
+      const again = held.find((r) => r.running);
+      if (!again) return null;
+      const { running: _, ...job } = again;
+      ctx.log.info({ queue: name, id: job.id, key }, "claim repeated: the same job and token");
+      return job;
+    }
+    const row = await claimNext(tx.sql, key);
+    if (!row) return null;
+    const { runnable_for_s, ...job } = row;
+    tx.afterCommit(() => publish(ctx, job, "claimed", runnable_for_s));
+    return job;
+  });
+}
+
+// The claiming statement: the next Queued job → Running, stamped with `key` (null: no key).
+async function claimNext(
+  sql: Sql | TxSql,
+  key: string | null,
+): Promise<(ClaimedAutoPublishJob & { runnable_for_s: number | null }) | undefined> {
+  const [row] = await sql<(ClaimedAutoPublishJob & { runnable_for_s: number | null })[]>`
+    with claimed as (
+      update auto_publish_jobs
+      set status = 'Running', attempt_count = attempt_count + 1, claim_token = gen_random_uuid(),
+          claim_key = ${key}, claimed_at = now(), updated_at = now()
+      where id = (
+        select id from auto_publish_jobs
+        where status = 'Queued'
+        order by priority desc, created_at, id
+        for update skip locked
+        limit 1
+      )
+      returning *, (
+        -- The wake latency (here the poller's latency): a subquery in RETURNING reads the
+        -- statement's snapshot, so it sees the row before this claim, Queued since its last
+        -- write (insert, give-back, retry).
+        select extract(epoch from now() - o.updated_at)::float8
+        from auto_publish_jobs o where o.id = auto_publish_jobs.id and o.status = 'Queued'
+      ) as runnable_for_s
+    )
+    select ${sql(COLUMNS.map((c) => `c.${c}`))}, c.claim_token, c.runnable_for_s,
+           ${editionJson(sql)}
+    from claimed c join editions e on e.id = c.edition_id`;
+  return row;
+}
+
+// The edition as a claim returns it, from `e` (the job's edition).
+function editionJson(sql: Sql | TxSql) {
+  return sql`jsonb_build_object('id', e.id::text, 'title', e.title, 'author', e.author,
+                                'published_at', e.published_at) as edition`;
+}
+
+/**
+ * Complete a claimed job: in one transaction the fence (status `Running` and this token), the
+ * edition published with a Full SSG rebuild queued or reused ({@linkcode publishEdition}), and the
+ * job `Completed` with its result. Only after the commit is the edition announced (IndexNow).
+ *
+ * @param token the claim's token (uuid text).
+ * @param result what the poller reported (stored; `published_at` and `ssg_job_id` are added).
+ * @returns see {@linkcode SettleOutcome}; nothing changes unless `settled`.
+ */
+export async function complete(
+  ctx: AutoPublishContext,
+  id: string,
+  token: string,
+  result: Record<string, unknown>,
+): Promise<SettleOutcome<AutoPublishJobRow>> {
+  const job = await transaction(ctx.sql, ctx.log, async (tx) => {
+    // The fence first: it row-locks the job, so a concurrent give-back or recover waits and then
+    // matches nothing.
+    const [fenced] = await tx.sql<{ edition_id: string }[]>`
+      update auto_publish_jobs
+      set status = 'Completed', error = null, finished_at = now(), updated_at = now()
+      where id = ${id} and status = 'Running' and claim_token = ${token}
+      returning edition_id`;
+    if (!fenced) return null;
+    // The job references its edition (on delete cascade), so the edition is there.
+    const published = await publishEdition(tx.sql, fenced.edition_id, true);
+    if (!published) throw new Error(`Cannot publish edition ${fenced.edition_id}: it is gone`);
+    const stored = {
+      ...result,
+      published_at: published.published_at,
+      ssg_job_id: published.rebuild.id,
+    };
+    const [row] = await tx.sql<AutoPublishJobRow[]>`
+      update auto_publish_jobs set result = ${tx.sql.json(JSON.parse(JSON.stringify(stored)))}
+      where id = ${id}
+      returning ${tx.sql(COLUMNS)}`;
+    tx.afterCommit(() => publish(ctx, row, "completed"));
+    tx.afterCommit(() => ctx.announce(row.edition_id));
+    return row;
+  });
+  if (job) {
+    ctx.log.info({ queue: name, id, edition: job.edition_id }, "edition auto-published");
+    return { outcome: "settled", job };
+  }
+  return afterMiss(await reread(ctx.sql, id), token, "complete");
+}
+
+/**
+ * Fail a claimed job (the host command failed): `Failed` with `error`, fenced on the token.
+ *
+ * @param error the readable reason (the command's stderr tail).
+ * @returns see {@linkcode SettleOutcome}; nothing changes unless `settled`.
+ */
+export async function fail(
+  ctx: Pick<AutoPublishContext, "sql" | "events">,
+  id: string,
+  token: string,
+  error: string,
+): Promise<SettleOutcome<AutoPublishJobRow>> {
+  const [row] = await ctx.sql<AutoPublishJobRow[]>`
+    update auto_publish_jobs
+    set status = 'Failed', error = ${error}, finished_at = now(), updated_at = now()
+    where id = ${id} and status = 'Running' and claim_token = ${token}
+    returning ${ctx.sql(COLUMNS)}`;
+  if (row) {
+    publish(ctx, row, "failed");
+    return { outcome: "settled", job: row };
+  }
+  return afterMiss(await reread(ctx.sql, id), token, "fail");
+}
+
+/**
+ * Give a claimed job back (the poller was stopped): `Queued`, the attempt un-counted, no error
+ * text (ADR-022: a shutdown is never `Failed`). Fenced on the token, so a lost claim is never
+ * un-counted.
+ *
+ * @returns see {@linkcode SettleOutcome}; nothing changes unless `settled`.
+ */
+export async function giveBack(
+  ctx: Pick<AutoPublishContext, "sql" | "events">,
+  id: string,
+  token: string,
+): Promise<SettleOutcome<AutoPublishJobRow>> {
+  const [row] = await ctx.sql<AutoPublishJobRow[]>`
+    update auto_publish_jobs
+    set status = 'Queued', attempt_count = attempt_count - 1, error = null, claimed_at = null,
+        updated_at = now()
+    where id = ${id} and status = 'Running' and claim_token = ${token}
+    returning ${ctx.sql(COLUMNS)}`;
+  if (row) {
+    publish(ctx, row, "given_back");
+    return { outcome: "settled", job: row };
+  }
+  return afterMiss(await reread(ctx.sql, id), token, "give-back");
+}
+
+async function reread(
+  sql: Sql,
+  id: string,
+): Promise<(AutoPublishJobRow & TokenState) | undefined> {
+  const [row] = await sql<(AutoPublishJobRow & TokenState)[]>`
+    select ${sql(COLUMNS)}, claim_token from auto_publish_jobs where id = ${id}`;
+  return row;
+}
+
+function publish(
+  ctx: Pick<AutoPublishContext, "events">,
+  row: AutoPublishJobRow,
+  transition: JobEvent["transition"],
+  runnableForS?: number | null,
+): void {
+  ctx.events.publish({
+    queue: name,
+    id: row.id,
+    transition,
+    status: row.status,
+    attempt: row.attempt_count,
+    error: row.error,
+    ...(transition === "claimed" ? { runnableForS: runnableForS ?? null } : {}),
+  });
+}

@@ -1,0 +1,221 @@
+/**
+ * The auto-publish queue's claim API, mounted at `/internal/auto-publish` by main.ts (behind the
+ * bearer token and body limit of lib/http/api.ts). The host poller `host/seo-publish-poll.sh` is its
+ * client; the diagram of states and verbs is in queues/auto_publish/mod.ts.
+ *
+ * - `POST /jobs` `{ "edition_id": "12", "priority"?: 0 }` → 201 the job; 409 while the edition has
+ *   a `Queued`/`Running` job (`job`) or the breaker is open (`allowed_at`); 404 unknown edition.
+ * - `GET /jobs?status=Failed&limit=50&before=<id>` → 200 `{ jobs, next }`, newest first.
+ * - `GET /jobs/:id` → 200 the job; 404.
+ * - `POST /recover` → 200 `{ recovered: [ids] }` (the poller's startup UPDATE).
+ * - `POST /jobs/claim` (no body, `{}`, or `{ claim_key }`) → 200 `{ jobs: [job + edition +
+ *   claim_token] }` or `{ jobs: [] }`; a repeated `claim_key` returns the job it claimed, same
+ *   token (docs/claim-keys.md).
+ * - `POST /jobs/:id/complete` `{ claim_token, result? }`, `…/fail` `{ claim_token, error }`,
+ *   `…/give-back` `{ claim_token }` → 200 the job (again for a repeat with the same token); 409
+ *   when the token no longer matches; 404.
+ * - `POST /jobs/:id/retry` → 200 the job, `Queued`; 409 unless `Failed`; 404.
+ *
+ * Ids: JSON numbers or numeric strings up to the bigint range; `:id` matches digits only, so a
+ * wrong method on `claim` or `recover` is 405 with `Allow`. Bad input is 4xx and changes nothing.
+ *
+ * @module
+ */
+import type { Hono } from "hono";
+import { describeRoute, zValidator } from "../../lib/http/openapi.ts";
+import { z } from "zod";
+import * as queue from "./mod.ts";
+import {
+  claimKey,
+  claimToken,
+  hostRouter,
+  id,
+  idParam,
+  invalid,
+  listQuery,
+  optionalJson,
+  requireJson,
+  settleResponse,
+  storableObject,
+  storableText,
+} from "../../lib/http/claim_routes.ts";
+
+const STATUSES = ["Queued", "Running", "Completed", "Failed"] as const;
+
+// A settle's answers (lib/http/claim_routes.ts settleResponse).
+function settleDoc(summary: string) {
+  return describeRoute({
+    summary,
+    responses: {
+      200: "The job (again for a repeat with the same token)",
+      404: "No such job",
+      409: "The claim_token no longer matches: nothing changed",
+      415: "Content-Type is not application/json",
+    },
+  });
+}
+
+const createBody = z.strictObject({
+  edition_id: id,
+  priority: z.number().int().min(-1_000_000).max(1_000_000).default(0),
+});
+const completeBody = z.strictObject({ claim_token: claimToken, result: storableObject.optional() });
+const failBody = z.strictObject({ claim_token: claimToken, error: storableText(1, 8000) });
+const giveBackBody = z.strictObject({ claim_token: claimToken });
+const claimBody = z.strictObject({ claim_key: claimKey.optional() });
+
+/**
+ * Build the auto-publish routes.
+ *
+ * @param ctx the queue's context (pool, log, events, the post-commit announce).
+ * @returns a Hono router to mount under `/internal/auto-publish`.
+ */
+export function autoPublishRoutes(ctx: queue.AutoPublishContext): Hono {
+  const app = hostRouter();
+  const byId = zValidator("param", idParam, invalid);
+
+  const createDoc = describeRoute({
+    summary: "Queue an auto-publish job for an edition",
+    responses: {
+      201: "The new job, Queued",
+      404: "No such edition",
+      409: "The edition has a Queued or Running job (`job`), or its breaker is open (`allowed_at`)",
+      415: "Content-Type is not application/json",
+    },
+  });
+  app.post("/jobs", createDoc, requireJson, zValidator("json", createBody, invalid), async (c) => {
+    const body = c.req.valid("json");
+    const created = await queue.enqueue(ctx.sql, body.edition_id, body.priority);
+    switch (created.outcome) {
+      case "created":
+        return c.json(created.job, 201);
+      case "no_edition":
+        return c.json({ error: `No such edition ${body.edition_id}` }, 404);
+      case "in_flight":
+        return c.json({
+          error: `Cannot create an auto-publish job for edition ${body.edition_id}: job ` +
+            `${created.job.id} is already ${created.job.status}`,
+          job: created.job,
+        }, 409);
+      case "breaker":
+        return c.json({
+          error: `Cannot create an auto-publish job for edition ${body.edition_id}: ` +
+            `${created.failures} jobs Failed in the last ${queue.BREAKER_WINDOW_H} h (breaker at ` +
+            `${queue.BREAKER_FAILURES}); allowed again at ${created.allowedAt.toISOString()}`,
+          allowed_at: created.allowedAt.toISOString(),
+        }, 409);
+    }
+  });
+
+  const listDoc = describeRoute({
+    summary: "A page of auto-publish jobs, newest first",
+    responses: { 200: "`{ jobs, next }`: `next` is the `before` of the next page (null: last)" },
+  });
+  app.get("/jobs", listDoc, zValidator("query", listQuery(STATUSES), invalid), async (c) => {
+    return c.json(await queue.list(ctx.sql, c.req.valid("query")));
+  });
+
+  const recoverDoc = describeRoute({
+    summary: "The poller's startup recovery: every Running job → Failed (interrupted)",
+    responses: { 200: "`{ recovered: [ids] }`" },
+  });
+  app.post("/recover", recoverDoc, async (c) => c.json({ recovered: await queue.recover(ctx) }));
+
+  app.post(
+    "/jobs/claim",
+    describeRoute({
+      summary: "Claim the next Queued job (priority, then oldest) with a fresh claim_token; " +
+        "a repeated claim_key returns the job it claimed, same token",
+      responses: { 200: "`{ jobs: [job + edition + claim_token] }`, or `{ jobs: [] }`" },
+      optionalBody: true,
+    }),
+    optionalJson,
+    zValidator("json", claimBody, invalid),
+    async (c) => {
+      const job = await queue.claim(ctx, c.req.valid("json").claim_key);
+      return c.json({ jobs: job ? [job] : [] });
+    },
+  );
+
+  const readDoc = describeRoute({
+    summary: "Read an auto-publish job (never its claim token)",
+    responses: { 200: "The job", 404: "No such job" },
+  });
+  app.get("/jobs/:id{[0-9]+}", readDoc, byId, async (c) => {
+    const job = await queue.getJob(ctx.sql, c.req.valid("param").id);
+    return job ? c.json(job) : c.json({ error: "No such job" }, 404);
+  });
+
+  app.post(
+    "/jobs/:id{[0-9]+}/complete",
+    settleDoc("Complete a claimed job: publish the edition and queue a Full rebuild"),
+    byId,
+    requireJson,
+    zValidator("json", completeBody, invalid),
+    async (c) => {
+      const body = c.req.valid("json");
+      const jobId = c.req.valid("param").id;
+      const outcome = await queue.complete(ctx, jobId, body.claim_token, body.result ?? {});
+      return settleResponse(c, outcome, "complete");
+    },
+  );
+
+  app.post(
+    "/jobs/:id{[0-9]+}/fail",
+    settleDoc("Fail a claimed job with the command's error"),
+    byId,
+    requireJson,
+    zValidator("json", failBody, invalid),
+    async (c) => {
+      const body = c.req.valid("json");
+      const outcome = await queue.fail(ctx, c.req.valid("param").id, body.claim_token, body.error);
+      return settleResponse(c, outcome, "fail");
+    },
+  );
+
+  app.post(
+    "/jobs/:id{[0-9]+}/give-back",
+    settleDoc("Give a claimed job back: Queued, the attempt not counted"),
+    byId,
+    requireJson,
+    zValidator("json", giveBackBody, invalid),
+    async (c) => {
+      const body = c.req.valid("json");
+      const outcome = await queue.giveBack(ctx, c.req.valid("param").id, body.claim_token);
+      return settleResponse(c, outcome, "give back");
+    },
+  );
+
+  const retryDoc = describeRoute({
+    summary: "Admin retry: Failed → Queued, attempts reset, error and token cleared",
+    responses: {
+      200: "The job, now Queued",
+      404: "No such job",
+      409: "The job is not Failed, or its edition has another Queued or Running job",
+    },
+  });
+  app.post("/jobs/:id{[0-9]+}/retry", retryDoc, byId, async (c) => {
+    const jobId = c.req.valid("param").id;
+    const retried = await queue.retry(ctx, jobId);
+    switch (retried.outcome) {
+      case "retried":
+        return c.json(retried.job);
+      case "absent":
+        return c.json({ error: "No such job" }, 404);
+      case "not_failed":
+        return c.json({
+          error:
+            `Cannot retry job ${jobId}: it is ${retried.job.status}; only Failed jobs can be retried`,
+          status: retried.job.status,
+        }, 409);
+      case "in_flight":
+        return c.json({
+          error: `Cannot retry job ${jobId}: edition ${retried.job.edition_id} already has a ` +
+            "Queued or Running auto-publish job",
+          status: retried.job.status,
+        }, 409);
+    }
+  });
+
+  return app;
+}

@@ -1,0 +1,82 @@
+/**
+ * The metadata enrichment queue's admin view (lib/admin/queue_view.ts): its own statements over the
+ * `metadata_enrichment_*` columns of `user_books` for `/admin` and `/metrics`. A job is a user
+ * book (its id is the book's); books not yet `Ready` (status null) are not in the queue.
+ *
+ * @module
+ */
+import type { Sql } from "../../lib/db.ts";
+import {
+  type JobDetail,
+  type JobPage,
+  type JobSummary,
+  type QueueView,
+  retryOutcome,
+  type Throughput,
+} from "../../lib/admin/queue_view.ts";
+import { name, retry, stats } from "./mod.ts";
+
+// Newest book first, keyset-paged on the primary key; only books in the queue.
+async function listJobs(sql: Sql, page: JobPage): Promise<JobSummary[]> {
+  return await sql<JobSummary[]>`
+    select id, metadata_enrichment_status as status,
+           metadata_enrichment_attempt_count as attempt_count,
+           coalesce(title, 'untitled book ' || id) as subject,
+           metadata_enrichment_error as error, created_at, updated_at
+    from user_books
+    where metadata_enrichment_status is not null
+      ${page.status ? sql`and metadata_enrichment_status = ${page.status}` : sql``}
+      ${page.beforeId ? sql`and id < ${page.beforeId}` : sql``}
+    order by id desc
+    limit ${page.limit}`;
+}
+
+// The queue's own columns under their plain names (status, attempt_count, error, …), so the job
+// page reads like every other queue's; null for a book that is not in the queue.
+async function getJob(sql: Sql, id: string): Promise<Record<string, unknown> | null> {
+  const [row] = await sql<Record<string, unknown>[]>`
+    select id, metadata_enrichment_status as status,
+           metadata_enrichment_attempt_count as attempt_count,
+           metadata_enrichment_error as error, metadata_enrichment_claimed_by as claimed_by,
+           metadata_enrichment_started_at as started_at,
+           metadata_enrichment_finished_at as finished_at, title, author, status as book_status,
+           created_at, updated_at
+    from user_books where id = ${id} and metadata_enrichment_status is not null`;
+  return row ?? null;
+}
+
+// metadata_enrichment_finished_at is written by the settles to Completed and Failed.
+async function throughput(sql: Sql, seconds: number): Promise<Throughput> {
+  const [row] = await sql<Throughput[]>`
+    select count(*) filter (where metadata_enrichment_status = 'Completed')::int as completed,
+           count(*) filter (where metadata_enrichment_status = 'Failed')::int as failed
+    from user_books
+    where metadata_enrichment_finished_at > now() - ${seconds} * interval '1 second'`;
+  return row;
+}
+
+// The metadata the enricher saved, one field a row (null until Completed).
+async function details(sql: Sql, job: Record<string, unknown>): Promise<JobDetail[]> {
+  const [row] = await sql<{ metadata: Record<string, unknown> | null }[]>`
+    select metadata from user_books where id = ${String(job.id)}`;
+  return [{
+    title: "Metadata",
+    columns: ["Field", "Value"],
+    rows: Object.entries(row?.metadata ?? {}).map((
+      [field, value],
+    ) => [field, typeof value === "string" ? value : JSON.stringify(value)]),
+  }];
+}
+
+/** The metadata enrichment queue's admin view. */
+export const enrichmentView: QueueView = {
+  name,
+  consumer: "worker",
+  statuses: ["Pending", "Running", "Completed", "Failed"],
+  stats,
+  throughput,
+  listJobs,
+  getJob,
+  retry: async (ctx, id) => retryOutcome((await retry(ctx, id)) !== null),
+  details,
+};

@@ -1,0 +1,93 @@
+/**
+ * The ingestion queue's admin view (lib/admin/queue_view.ts): its own statements for `/admin` and
+ * `/metrics` — pages of `ingestion_jobs`, one job, the last hour's settled jobs, and a job's
+ * edition (its chapters and its warnings, issue 10).
+ *
+ * @module
+ */
+import type { Sql } from "../../lib/db.ts";
+import {
+  type JobDetail,
+  type JobPage,
+  type JobSummary,
+  type QueueView,
+  retryOutcome,
+  type Throughput,
+} from "../../lib/admin/queue_view.ts";
+import { name, retry, stats } from "./mod.ts";
+
+/**
+ * Newest first, keyset-paged on the primary key (no OFFSET: a deep page costs what the first
+ * does). A status filter walks the same index and skips other rows; bounded by `limit`.
+ */
+async function listJobs(sql: Sql, page: JobPage): Promise<JobSummary[]> {
+  return await sql<JobSummary[]>`
+    select id, status, attempt_count, source_path as subject, error, created_at, updated_at
+    from ingestion_jobs
+    where true
+      ${page.status ? sql`and status = ${page.status}` : sql``}
+      ${page.beforeId ? sql`and id < ${page.beforeId}` : sql``}
+    order by id desc
+    limit ${page.limit}`;
+}
+
+async function getJob(sql: Sql, id: string): Promise<Record<string, unknown> | null> {
+  const [row] = await sql<Record<string, unknown>[]>`select * from ingestion_jobs where id = ${id}`;
+  return row ?? null;
+}
+
+// finished_at is written by every settle to Completed or Failed; the count runs in the
+// background cacher (lib/admin/stats_cache.ts), never per request.
+async function throughput(sql: Sql, seconds: number): Promise<Throughput> {
+  const [row] = await sql<Throughput[]>`
+    select count(*) filter (where status = 'Completed')::int as completed,
+           count(*) filter (where status = 'Failed')::int as failed
+    from ingestion_jobs
+    where finished_at > now() - ${seconds} * interval '1 second'`;
+  return row;
+}
+
+// The edition's chapters by position, and its warnings as ingestion stored them
+// ([{ kind, message }], sql/008_edition_fidelity.sql).
+async function details(sql: Sql, job: Record<string, unknown>): Promise<JobDetail[]> {
+  if (job.edition_id == null) return [];
+  const editionId = String(job.edition_id);
+  const [edition] = await sql<
+    {
+      title: string;
+      format: string;
+      asset_version: number;
+      language: string | null;
+      warnings: { kind: string; message: string }[];
+    }[]
+  >`
+    select title, format, asset_version, language, warnings from editions where id = ${editionId}`;
+  if (!edition) return [];
+  const chapters = await sql<{ position: number; title: string; bytes: number }[]>`
+    select position, title, octet_length(html) as bytes
+    from chapters where edition_id = ${editionId} order by position`;
+  return [{
+    title: `Edition ${editionId}: ${edition.title} (${edition.format}, ${
+      edition.language ?? "language unknown"
+    }, assets v${edition.asset_version})`,
+    columns: ["#", "Chapter", "HTML bytes"],
+    rows: chapters.map((c) => [c.position, c.title, c.bytes]),
+  }, {
+    title: "Warnings",
+    columns: ["Kind", "Message"],
+    rows: edition.warnings.map((w) => [w.kind, w.message]),
+  }];
+}
+
+/** The ingestion queue's admin view. */
+export const ingestionView: QueueView = {
+  name,
+  consumer: "worker",
+  statuses: ["Queued", "Processing", "Completed", "Failed"],
+  stats,
+  throughput,
+  listJobs,
+  getJob,
+  retry: async (ctx, id) => retryOutcome((await retry(ctx, id)) !== null),
+  details,
+};

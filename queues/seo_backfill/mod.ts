@@ -1,0 +1,543 @@
+/**
+ * The SEO backfill queue: table `seo_backfill_jobs` (sql/007_seo_backfill.sql). Two consumers
+ * (ADR-022 row 6): the host poller `host/seo-backfill-poll.sh`, which claims up to N jobs at a
+ * time, and the admin crew path, which inserts its own job already `Running`. Both settle through
+ * the claim API of queues/seo_backfill/routes.ts; `run` is the host's `SEO_COMMAND`. This module
+ * holds the SQL verbs; it has no in-process consumer, timers or state.
+ *
+ * Route-level diagram (beanstalkd style; every settle presents the claim's token):
+ *
+ * ```
+ *   POST /jobs                         POST /jobs/crew (admin tool; token minted)
+ *       v                                    │
+ *   [Queued] <──── give-back ─────┐          │
+ *       │                          │          │
+ *   POST /jobs/claim {limit}       │          │
+ *   (sweep first; tokens minted)   │          │
+ *       v                          │          v
+ *   [Running] ─────────────────────┴──── [Running]
+ *    │   │   └─ next claim's sweep, claimed > SEO_STALE_AFTER_MS ago ──> [Failed] "interrupted …"
+ *    │   └─ fail ──> [Failed] ── POST /jobs/:id/retry ──> [Queued] (attempts reset)
+ *    └─ complete ──> [Completed]  (SEO fields applied; BeforeSnapshot taken once per edition)
+ *
+ *   POST /editions/:id/revert: the edition's SEO fields ← its BeforeSnapshot (then dropped)
+ * ```
+ *
+ * - (none) → Queued: {@linkcode enqueue}. (none) → Running: {@linkcode crew}, so there is no
+ *   `Queued` window in which the poller could claim the crew's job (ADR-022 "Per queue").
+ * - Queued → Running: {@linkcode claim}, up to N (1..50), oldest first, SKIP LOCKED; each job
+ *   gets its own fresh token and a counted attempt.
+ * - Running → Completed: {@linkcode complete} writes the edition's SEO fields, after a
+ *   BeforeSnapshot of the originals taken the first time this path changes that edition.
+ * - Running → Failed: {@linkcode fail}; {@linkcode recover} for rows claimed longer than
+ *   `staleAfterMs` ago (default 1 h).
+ * - Running → Queued: {@linkcode giveBack}, {@linkcode giveBackMany} (the poller was stopped;
+ *   attempt not counted).
+ * - Failed → Queued: {@linkcode retry}, the admin retry.
+ *
+ * Stale rule: before each claim, `Running` rows claimed more than `SEO_STALE_AFTER_MS` ago become
+ * `Failed` — not a startup UPDATE, because the crew path is a second consumer whose in-flight
+ * rows a poller's start must not touch (ADR-022 "Per queue"). No leases or heartbeats. Attempts
+ * cap: none; admin retry only (ADR-022 row 6).
+ *
+ * @module
+ */
+import type { Sql, TxSql } from "../../lib/db.ts";
+import { transaction } from "../../lib/db.ts";
+import type { QueueDefaults } from "../../lib/config.ts";
+import type { QueueContext, QueueStats } from "../../lib/queue.ts";
+import type { JobEvent } from "../../lib/events.ts";
+import { afterMiss, type SettleOutcome, type TokenState } from "../../lib/claim_token.ts";
+
+/** Queue name used in logs and events. */
+export const name = "seo_backfill";
+/** The queue table. */
+export const table = "seo_backfill_jobs";
+/**
+ * Settings: `SEO_STALE_AFTER_MS` (default 1 h, ADR-022 "Per queue"). No `SEO_TIMEOUT_MS`: the host
+ * command bounds its own run; a set value stops startup (review5: it was read and ignored).
+ */
+export const defaults: QueueDefaults<number, null> = {
+  envPrefix: "SEO",
+  staleAfterMs: 3_600_000,
+  timeoutMs: null,
+  without: {
+    timeoutMs: "the seo queue's runs are the host poller's command, which bounds its own run " +
+      "(the stale sweep, SEO_STALE_AFTER_MS, fails one that never settles)",
+  },
+};
+/** Most jobs one claim may take (issue 8: 1 ≤ N ≤ 50). */
+export const MAX_CLAIM = 50;
+
+/** Statuses of `seo_backfill_jobs.status`. */
+export type SeoStatus = "Queued" | "Running" | "Completed" | "Failed";
+
+/** What the verbs need: the pool, the log, the event hub and the stale threshold. */
+export interface SeoContext extends Pick<QueueContext, "sql" | "log" | "events"> {
+  /** A `Running` row claimed longer ago than this (ms) is failed by the next claim's sweep. */
+  readonly staleAfterMs: number;
+}
+
+/** An edition's SEO fields (null when never set). */
+export interface SeoFields {
+  meta_title: string | null;
+  meta_description: string | null;
+  meta_keywords: string[] | null;
+}
+
+/** A job row as the API shows it (never with its claim token). */
+export interface SeoJobRow {
+  /** bigint id, as a string. */
+  id: string;
+  edition_id: string;
+  status: SeoStatus;
+  attempt_count: number;
+  error: string | null;
+  claimed_at: Date | null;
+  claimed_via: "poller" | "crew" | null;
+  /** The SEO fields applied on complete. */
+  result: SeoFields | null;
+  finished_at: Date | null;
+  created_at: Date;
+  updated_at: Date;
+}
+
+/** A claimed job: the row, its edition (what the SEO command reads), and its token. */
+export interface ClaimedSeoJob extends SeoJobRow {
+  claim_token: string;
+  edition: SeoFields & {
+    id: string;
+    title: string;
+    author: string | null;
+    format: string;
+    /** The first chapter's text without markup, at most 2000 characters; "" when none. */
+    excerpt: string;
+  };
+}
+
+const COLUMNS = [
+  "id",
+  "edition_id",
+  "status",
+  "attempt_count",
+  "error",
+  "claimed_at",
+  "claimed_via",
+  "result",
+  "finished_at",
+  "created_at",
+  "updated_at",
+];
+
+// --- Create, read, admin ---
+
+/**
+ * Queue an SEO job for an edition.
+ *
+ * @returns the new row, or null when no edition has that id (nothing is written).
+ */
+export async function enqueue(
+  ctx: Pick<SeoContext, "sql">,
+  editionId: string,
+): Promise<SeoJobRow | null> {
+  const [row] = await ctx.sql<SeoJobRow[]>`
+    insert into seo_backfill_jobs (edition_id)
+    select id from editions where id = ${editionId}
+    returning ${ctx.sql(COLUMNS)}`;
+  return row ?? null;
+}
+
+/** Read one job; null when no row has that id. */
+export async function getJob(sql: Sql | TxSql, id: string): Promise<SeoJobRow | null> {
+  const [row] = await sql<SeoJobRow[]>`
+    select ${sql(COLUMNS)} from seo_backfill_jobs where id = ${id}`;
+  return row ?? null;
+}
+
+/**
+ * A page of jobs, newest first.
+ *
+ * @param options `status` filter (optional), `limit` rows (1..200), `before` an id to continue
+ *   after (the previous page's `next`).
+ * @returns the rows and the id to pass as `before` for the next page (null on the last page).
+ */
+export async function list(
+  sql: Sql,
+  options: { status?: SeoStatus; limit: number; before?: string },
+): Promise<{ jobs: SeoJobRow[]; next: string | null }> {
+  const jobs = await sql<SeoJobRow[]>`
+    select ${sql(COLUMNS)} from seo_backfill_jobs
+    where true
+      ${options.status ? sql`and status = ${options.status}` : sql``}
+      ${options.before ? sql`and id < ${options.before}` : sql``}
+    order by id desc
+    limit ${options.limit}`;
+  const next = jobs.length === options.limit ? jobs[jobs.length - 1].id : null;
+  return { jobs: [...jobs], next };
+}
+
+/**
+ * Admin retry: `Failed` → `Queued`, attempts reset, error and token cleared.
+ *
+ * @returns `retried`, `not_failed` (the current row; nothing changes) or `absent`.
+ */
+export async function retry(
+  ctx: Pick<SeoContext, "sql" | "events">,
+  id: string,
+): Promise<{ outcome: "retried" | "not_failed"; job: SeoJobRow } | { outcome: "absent" }> {
+  const [row] = await ctx.sql<SeoJobRow[]>`
+    update seo_backfill_jobs
+    set status = 'Queued', attempt_count = 0, error = null, claim_token = null, claimed_at = null,
+        claimed_via = null, result = null, finished_at = null, updated_at = now()
+    where id = ${id} and status = 'Failed'
+    returning ${ctx.sql(COLUMNS)}`;
+  if (row) {
+    publish(ctx, row, "retried");
+    return { outcome: "retried", job: row };
+  }
+  const job = await getJob(ctx.sql, id);
+  return job ? { outcome: "not_failed", job } : { outcome: "absent" };
+}
+
+/**
+ * Jobs by status and the age of the oldest `Queued` one, for metrics and the dashboard.
+ *
+ * @returns every status, 0 when it has no rows; age in seconds (null when none is queued).
+ */
+export async function stats(sql: Sql): Promise<QueueStats> {
+  const [row] = await sql<{ by_status: Record<string, number> | null; oldest_s: number | null }[]>`
+    select
+      (select jsonb_object_agg(status, n) from (
+        select status, count(*)::int as n from seo_backfill_jobs group by status) s) as by_status,
+      (select extract(epoch from now() - min(created_at))::float8 from seo_backfill_jobs
+        where status = 'Queued') as oldest_s`;
+  const byStatus: Record<SeoStatus, number> = { Queued: 0, Running: 0, Completed: 0, Failed: 0 };
+  Object.assign(byStatus, row.by_status ?? {});
+  return { byStatus, oldestRunnableAgeS: row.oldest_s };
+}
+
+// --- The claim API's verbs ---
+
+/**
+ * The stale sweep, run before each claim (ADR-022 row 6): `Running` rows claimed more than
+ * `staleAfterMs` ago — poller or crew — become `Failed`, their tokens cleared so a late settle from
+ * the lost run gets 409.
+ *
+ * @returns the ids failed.
+ */
+export async function recover(
+  ctx: Pick<SeoContext, "sql" | "events" | "staleAfterMs">,
+): Promise<string[]> {
+  const rows = await ctx.sql<SeoJobRow[]>`
+    update seo_backfill_jobs
+    set status = 'Failed', claim_token = null, finished_at = now(), updated_at = now(),
+        error = 'interrupted (Running longer than ' || ${ctx.staleAfterMs}::bigint || ' ms)'
+    where status = 'Running'
+      and claimed_at < now() - ${ctx.staleAfterMs} * interval '1 millisecond'
+    returning ${ctx.sql(COLUMNS)}`;
+  for (const row of rows) publish(ctx, row, "recovered");
+  return rows.map((r) => r.id);
+}
+
+/**
+ * Sweep, then claim up to `limit` `Queued` jobs, oldest first: one statement whose CTE locks the
+ * rows (`for update skip locked`, evaluated once) and whose UPDATE counts each attempt and mints
+ * each job its own token (never `id in (select …)`: STYLE.md §3).
+ *
+ * With a claim key (docs/claim-keys.md) the claim is safe to repeat. The sweep runs first,
+ * unchanged (ADR-022). Then, under a transaction-level advisory lock on the key (a repeat that
+ * arrives while the first is still running waits for it): the poller jobs this key claimed that
+ * are still `Running` are returned again, same tokens and attempts; a key whose jobs have all been
+ * settled since (completed, failed, given back, swept) claims nothing; only a key no job carries
+ * claims, and stamps its jobs with it. Crew jobs never carry a key, and the lookup reads poller
+ * jobs only, so a key never returns or touches a crew job.
+ *
+ * @param limit 1..{@linkcode MAX_CLAIM}; a repeat returns the key's jobs whatever its limit.
+ * @param key the poller's claim key (uuid text), or undefined for a claim that is not repeatable.
+ * @returns the claimed jobs, oldest first, each with its edition and `claim_token`; [] when none.
+ */
+export async function claim(
+  ctx: SeoContext,
+  limit: number,
+  key?: string,
+): Promise<ClaimedSeoJob[]> {
+  await recover(ctx);
+  if (key === undefined) {
+    return (await claimNext(ctx.sql, limit, null)).map(({ runnable_for_s, ...job }) => {
+      publish(ctx, job, "claimed", runnable_for_s);
+      return job;
+    });
+  }
+  return await transaction(ctx.sql, ctx.log, async (tx) => {
+    await tx.sql`select pg_advisory_xact_lock(hashtext(${table}), hashtext(${key}))`;
+    const held = await tx.sql<(ClaimedSeoJob & { running: boolean })[]>`
+      select ${tx.sql(COLUMNS.map((c) => `c.${c}`))}, c.claim_token,
+             c.status = 'Running' as running, ${editionJson(tx.sql)}
+      from seo_backfill_jobs c join editions e on e.id = c.edition_id
+      where c.claim_key = ${key} and c.claimed_via = 'poller'
+      order by c.created_at, c.id`;
+    if (held.length > 0) {
+      const again = held.filter((r) => r.running).map(({ running: _, ...job }) => job);
+      ctx.log.info(
+        { queue: name, ids: again.map((j) => j.id), key },
+        "claim repeated: the same jobs and tokens",
+      );
+      return again;
+    }
+    return (await claimNext(tx.sql, limit, key)).map(({ runnable_for_s, ...job }) => {
+      tx.afterCommit(() => publish(ctx, job, "claimed", runnable_for_s));
+      return job;
+    });
+  });
+}
+
+// The claiming statement: up to `limit` Queued jobs → Running, stamped with `key` (null: none).
+async function claimNext(
+  sql: Sql | TxSql,
+  limit: number,
+  key: string | null,
+): Promise<(ClaimedSeoJob & { runnable_for_s: number | null })[]> {
+  return [
+    ...await sql<(ClaimedSeoJob & { runnable_for_s: number | null })[]>`
+    with picked as (
+      select id as picked_id from seo_backfill_jobs
+      where status = 'Queued'
+      order by created_at, id
+      for update skip locked
+      limit ${limit}
+    ), claimed as (
+      update seo_backfill_jobs j
+      set status = 'Running', attempt_count = j.attempt_count + 1,
+          claim_token = gen_random_uuid(), claim_key = ${key}, claimed_at = now(),
+          claimed_via = 'poller', updated_at = now()
+      from picked where j.id = picked.picked_id
+      returning j.*, (
+        -- The wake latency (here the poller's latency): a subquery in RETURNING reads the
+        -- statement's snapshot, so it sees the row before this claim, Queued since its last
+        -- write (insert, give-back, retry).
+        select extract(epoch from now() - o.updated_at)::float8
+        from seo_backfill_jobs o where o.id = j.id and o.status = 'Queued'
+      ) as runnable_for_s
+    )
+    select ${sql(COLUMNS.map((c) => `c.${c}`))}, c.claim_token, c.runnable_for_s,
+           ${editionJson(sql)}
+    from claimed c join editions e on e.id = c.edition_id
+    order by c.created_at, c.id`,
+  ];
+}
+
+/**
+ * The admin crew path: insert a job for the edition directly as `Running`, with its token, so no
+ * poller can claim it (ADR-022 "Per queue": no `Queued` → MarkRunning window). The caller settles
+ * it through the same complete / fail routes; the sweep fails it if it is never settled.
+ *
+ * @returns the running job with its edition and `claim_token`, or null when no edition has that id.
+ */
+export async function crew(
+  ctx: Pick<SeoContext, "sql" | "events">,
+  editionId: string,
+): Promise<ClaimedSeoJob | null> {
+  const [job] = await ctx.sql<ClaimedSeoJob[]>`
+    with claimed as (
+      insert into seo_backfill_jobs
+        (edition_id, status, attempt_count, claim_token, claimed_at, claimed_via)
+      select id, 'Running', 1, gen_random_uuid(), now(), 'crew' from editions where id = ${editionId}
+      returning *
+    )
+    select ${ctx.sql(COLUMNS.map((c) => `c.${c}`))}, c.claim_token, ${editionJson(ctx.sql)}
+    from claimed c join editions e on e.id = c.edition_id`;
+  if (!job) return null;
+  publish(ctx, job, "claimed");
+  return job;
+}
+
+/**
+ * Complete a job and apply its SEO fields, in one transaction: the fence (status `Running` and
+ * this token), the BeforeSnapshot of the edition's current fields — only if none exists yet, so
+ * a second run never snapshots the first run's output (ADR-022, "SEO apply") — then the fields.
+ *
+ * @param token the claim's token (uuid text).
+ * @param fields the SEO fields the command produced.
+ * @returns see {@linkcode SettleOutcome}; nothing changes unless `settled`.
+ */
+export async function complete(
+  ctx: Pick<SeoContext, "sql" | "log" | "events">,
+  id: string,
+  token: string,
+  fields: SeoFields,
+): Promise<SettleOutcome<SeoJobRow>> {
+  const job = await transaction(ctx.sql, ctx.log, async (tx) => {
+    const [row] = await tx.sql<SeoJobRow[]>`
+      update seo_backfill_jobs
+      set status = 'Completed', error = null, result = ${tx.sql.json({ ...fields })},
+          finished_at = now(), updated_at = now()
+      where id = ${id} and status = 'Running' and claim_token = ${token}
+      returning ${tx.sql(COLUMNS)}`;
+    if (!row) return null;
+    // Lock the edition first, so two applies to one edition (poller and crew) run one after the
+    // other and the snapshot is always of the fields before either.
+    await tx.sql`select 1 from editions where id = ${row.edition_id} for update`;
+    await tx.sql`
+      insert into seo_before_snapshots (edition_id, meta_title, meta_description, meta_keywords)
+      select id, meta_title, meta_description, meta_keywords from editions
+      where id = ${row.edition_id}
+      on conflict (edition_id) do nothing`;
+    await tx.sql`
+      update editions
+      set meta_title = ${fields.meta_title}, meta_description = ${fields.meta_description},
+          meta_keywords = ${fields.meta_keywords}, updated_at = now()
+      where id = ${row.edition_id}`;
+    tx.afterCommit(() => publish(ctx, row, "completed"));
+    return row;
+  });
+  if (job) return { outcome: "settled", job };
+  return afterMiss(await reread(ctx.sql, id), token, "complete");
+}
+
+/**
+ * Fail a job (the SEO command failed): `Failed` with `error`, fenced on the token.
+ *
+ * @returns see {@linkcode SettleOutcome}; nothing changes unless `settled`.
+ */
+export async function fail(
+  ctx: Pick<SeoContext, "sql" | "events">,
+  id: string,
+  token: string,
+  error: string,
+): Promise<SettleOutcome<SeoJobRow>> {
+  const [row] = await ctx.sql<SeoJobRow[]>`
+    update seo_backfill_jobs
+    set status = 'Failed', error = ${error}, finished_at = now(), updated_at = now()
+    where id = ${id} and status = 'Running' and claim_token = ${token}
+    returning ${ctx.sql(COLUMNS)}`;
+  if (row) {
+    publish(ctx, row, "failed");
+    return { outcome: "settled", job: row };
+  }
+  return afterMiss(await reread(ctx.sql, id), token, "fail");
+}
+
+/**
+ * Give a job back (the poller was stopped): `Queued`, attempt not counted, no error text. Fenced
+ * on the token. A crew job given back becomes an ordinary queued job.
+ *
+ * @returns see {@linkcode SettleOutcome}; nothing changes unless `settled`.
+ */
+export async function giveBack(
+  ctx: Pick<SeoContext, "sql" | "events">,
+  id: string,
+  token: string,
+): Promise<SettleOutcome<SeoJobRow>> {
+  const [row] = await ctx.sql<SeoJobRow[]>`
+    update seo_backfill_jobs
+    set status = 'Queued', attempt_count = attempt_count - 1, error = null, claimed_at = null,
+        updated_at = now()
+    where id = ${id} and status = 'Running' and claim_token = ${token}
+    returning ${ctx.sql(COLUMNS)}`;
+  if (row) {
+    publish(ctx, row, "given_back");
+    return { outcome: "settled", job: row };
+  }
+  return afterMiss(await reread(ctx.sql, id), token, "give-back");
+}
+
+/**
+ * Give several jobs back in one statement (the poller's stop: one request, whatever the batch, so
+ * the stop fits its budget): each row fenced on its own token, as {@linkcode giveBack}.
+ *
+ * @param jobs ids with the tokens their claim returned (ids unique).
+ * @returns one outcome per job, in the order given; nothing changes for a job unless `settled`.
+ */
+export async function giveBackMany(
+  ctx: Pick<SeoContext, "sql" | "events">,
+  jobs: ReadonlyArray<{ id: string; token: string }>,
+): Promise<Array<{ id: string } & SettleOutcome<SeoJobRow>>> {
+  const rows = await ctx.sql<SeoJobRow[]>`
+    update seo_backfill_jobs j
+    set status = 'Queued', attempt_count = j.attempt_count - 1, error = null, claimed_at = null,
+        updated_at = now()
+    from unnest(${ctx.sql.array(jobs.map((j) => j.id))}::bigint[],
+                ${ctx.sql.array(jobs.map((j) => j.token))}::uuid[]) as t(id, token)
+    where j.id = t.id and j.status = 'Running' and j.claim_token = t.token
+    returning ${ctx.sql(COLUMNS.map((c) => `j.${c}`))}`;
+  const settled = new Map(rows.map((r) => [r.id, r]));
+  const out: Array<{ id: string } & SettleOutcome<SeoJobRow>> = [];
+  for (const { id, token } of jobs) {
+    const row = settled.get(id);
+    if (row) {
+      publish(ctx, row, "given_back");
+      out.push({ id, outcome: "settled", job: row });
+    } else {
+      out.push({ id, ...afterMiss(await reread(ctx.sql, id), token, "give-back") });
+    }
+  }
+  return out;
+}
+
+/**
+ * Restore an edition's SEO fields from its BeforeSnapshot and drop the snapshot, so the next apply
+ * snapshots the restored originals again.
+ *
+ * @returns the restored fields; `nothing_to_revert` when the edition has no snapshot; `absent` when
+ *   no edition has that id. Nothing changes but on `reverted`.
+ */
+export async function revert(
+  ctx: Pick<SeoContext, "sql" | "log">,
+  editionId: string,
+): Promise<
+  { outcome: "reverted"; edition: SeoFields & { id: string } } | {
+    outcome: "nothing_to_revert" | "absent";
+  }
+> {
+  return await transaction(ctx.sql, ctx.log, async (tx) => {
+    const [edition] = await tx.sql<(SeoFields & { id: string })[]>`
+      update editions e
+      set meta_title = s.meta_title, meta_description = s.meta_description,
+          meta_keywords = s.meta_keywords, updated_at = now()
+      from seo_before_snapshots s
+      where e.id = ${editionId} and s.edition_id = e.id
+      returning e.id, e.meta_title, e.meta_description, e.meta_keywords`;
+    if (edition) {
+      await tx.sql`delete from seo_before_snapshots where edition_id = ${editionId}`;
+      return { outcome: "reverted" as const, edition };
+    }
+    const [exists] = await tx.sql`select 1 from editions where id = ${editionId}`;
+    return { outcome: exists ? "nothing_to_revert" as const : "absent" as const };
+  });
+}
+
+// The edition as the SEO command reads it: its fields and an excerpt of its first chapter.
+function editionJson(sql: Sql | TxSql) {
+  return sql`jsonb_build_object(
+      'id', e.id::text, 'title', e.title, 'author', e.author, 'format', e.format,
+      'meta_title', e.meta_title, 'meta_description', e.meta_description,
+      'meta_keywords', e.meta_keywords,
+      'excerpt', coalesce((
+        select left(btrim(regexp_replace(regexp_replace(ch.html, '<[^>]*>', ' ', 'g'),
+                                         '\\s+', ' ', 'g')), 2000)
+        from chapters ch where ch.edition_id = e.id order by ch.position limit 1), '')
+    ) as edition`;
+}
+
+async function reread(sql: Sql, id: string): Promise<(SeoJobRow & TokenState) | undefined> {
+  const [row] = await sql<(SeoJobRow & TokenState)[]>`
+    select ${sql(COLUMNS)}, claim_token from seo_backfill_jobs where id = ${id}`;
+  return row;
+}
+
+function publish(
+  ctx: Pick<SeoContext, "events">,
+  row: SeoJobRow,
+  transition: JobEvent["transition"],
+  runnableForS?: number | null,
+): void {
+  ctx.events.publish({
+    queue: name,
+    id: row.id,
+    transition,
+    status: row.status,
+    attempt: row.attempt_count,
+    error: row.error,
+    ...(transition === "claimed" ? { runnableForS: runnableForS ?? null } : {}),
+  });
+}

@@ -1,0 +1,254 @@
+/**
+ * The SEO backfill queue's claim API, mounted at `/internal/seo` by main.ts (behind the bearer
+ * token and body limit of lib/http/api.ts). Clients: the host poller `host/seo-backfill-poll.sh` and the
+ * admin crew path; the diagram of states and verbs is in queues/seo_backfill/mod.ts.
+ *
+ * - `POST /jobs` `{ "edition_id": "12" }` → 201 the job (`Queued`); 404 unknown edition.
+ * - `GET /jobs?status=&limit=&before=` → 200 `{ jobs, next }`, newest first; `GET /jobs/:id`.
+ * - `POST /jobs/claim` `{ "limit"?: 1..50, "claim_key"?: uuid }` (default 1) → 200 `{ jobs: [job
+ *   + edition + claim_token] }`, after the stale sweep; a repeated `claim_key` returns the jobs it
+ *   claimed that are still `Running`, same tokens (docs/claim-keys.md).
+ * - `POST /jobs/give-back` `{ "jobs": [{ id, claim_token }, …] }` (1..50) → 200 `{ jobs: [{ id,
+ *   outcome, status }] }`: each fenced on its token, as the one-job give-back (the poller's stop).
+ * - `POST /jobs/crew` `{ "edition_id": "12" }` → 201 the job, already `Running`, with its
+ *   `claim_token` and edition.
+ * - `POST /jobs/:id/complete` `{ claim_token, result: { meta_title, meta_description,
+ *   meta_keywords } }` (applies them), `…/fail` `{ claim_token, error }`, `…/give-back`
+ *   `{ claim_token }` → 200 the job (again for a repeat with the same token); 409 when the token no
+ *   longer matches; 404.
+ * - `POST /jobs/:id/retry` → 200 the job, `Queued`; 409 unless `Failed`; 404.
+ * - `POST /editions/:id/revert` → 200 the edition's restored SEO fields; 409 when there is nothing
+ *   to revert; 404 unknown edition.
+ *
+ * @module
+ */
+import type { Hono } from "hono";
+import { describeRoute, zValidator } from "../../lib/http/openapi.ts";
+import { z } from "zod";
+import * as queue from "./mod.ts";
+import {
+  claimKey,
+  claimToken,
+  count,
+  hostRouter,
+  id,
+  idParam,
+  invalid,
+  listQuery,
+  optionalJson,
+  requireJson,
+  settleResponse,
+  storableText,
+} from "../../lib/http/claim_routes.ts";
+
+const STATUSES = ["Queued", "Running", "Completed", "Failed"] as const;
+
+// A settle's answers (lib/http/claim_routes.ts settleResponse).
+function settleDoc(summary: string) {
+  return describeRoute({
+    summary,
+    responses: {
+      200: "The job (again for a repeat with the same token)",
+      404: "No such job",
+      409: "The claim_token no longer matches: nothing changed",
+      415: "Content-Type is not application/json",
+    },
+  });
+}
+
+const editionBody = z.strictObject({ edition_id: id });
+const claimBody = z.strictObject({
+  limit: count(queue.MAX_CLAIM).default(1),
+  claim_key: claimKey.optional(),
+});
+/** What an SEO command must produce (and the complete route stores and applies). */
+export const seoFields = z.strictObject({
+  meta_title: storableText(1, 300),
+  meta_description: storableText(0, 1000),
+  meta_keywords: z.array(storableText(1, 100)).max(30),
+});
+const completeBody = z.strictObject({ claim_token: claimToken, result: seoFields });
+const failBody = z.strictObject({ claim_token: claimToken, error: storableText(1, 8000) });
+const giveBackBody = z.strictObject({ claim_token: claimToken });
+const giveBackManyBody = z.strictObject({
+  jobs: z.array(z.strictObject({ id, claim_token: claimToken })).min(1).max(queue.MAX_CLAIM)
+    .refine((jobs) => new Set(jobs.map((j) => j.id)).size === jobs.length, "ids must be unique"),
+});
+
+/**
+ * Build the SEO backfill routes.
+ *
+ * @param ctx the queue's context (pool, log, events, stale threshold).
+ * @returns a Hono router to mount under `/internal/seo`.
+ */
+export function seoRoutes(ctx: queue.SeoContext): Hono {
+  const app = hostRouter();
+  const byId = zValidator("param", idParam, invalid);
+
+  const createDoc = describeRoute({
+    summary: "Queue an SEO backfill job for an edition",
+    responses: { 201: "The new job, Queued", 404: "No such edition" },
+  });
+  app.post("/jobs", createDoc, requireJson, zValidator("json", editionBody, invalid), async (c) => {
+    const editionId = c.req.valid("json").edition_id;
+    const job = await queue.enqueue(ctx, editionId);
+    return job ? c.json(job, 201) : c.json({ error: `No such edition ${editionId}` }, 404);
+  });
+
+  const listDoc = describeRoute({
+    summary: "A page of SEO jobs, newest first",
+    responses: { 200: "`{ jobs, next }`: `next` is the `before` of the next page (null: last)" },
+  });
+  app.get("/jobs", listDoc, zValidator("query", listQuery(STATUSES), invalid), async (c) => {
+    return c.json(await queue.list(ctx.sql, c.req.valid("query")));
+  });
+
+  const claimDoc = describeRoute({
+    summary: "Sweep stale Running jobs, then claim up to `limit` Queued jobs, oldest first; a " +
+      "repeated claim_key returns the jobs it claimed, same tokens",
+    responses: { 200: "`{ jobs: [job + edition + claim_token] }` ([] when none)" },
+    optionalBody: true,
+  });
+  app.post(
+    "/jobs/claim",
+    claimDoc,
+    optionalJson,
+    zValidator("json", claimBody, invalid),
+    async (c) => {
+      const body = c.req.valid("json");
+      return c.json({ jobs: await queue.claim(ctx, body.limit, body.claim_key) });
+    },
+  );
+
+  const giveBackManyDoc = describeRoute({
+    summary: "Give several claimed jobs back in one request (each fenced on its token)",
+    responses: {
+      200: "`{ jobs: [{ id, outcome, status }] }`: outcome settled, repeated, lost or absent",
+      415: "Content-Type is not application/json",
+    },
+  });
+  app.post(
+    "/jobs/give-back",
+    giveBackManyDoc,
+    requireJson,
+    zValidator("json", giveBackManyBody, invalid),
+    async (c) => {
+      const jobs = c.req.valid("json").jobs.map((j) => ({ id: j.id, token: j.claim_token }));
+      const outcomes = await queue.giveBackMany(ctx, jobs);
+      return c.json({
+        jobs: outcomes.map((o) => ({
+          id: o.id,
+          outcome: o.outcome,
+          status: o.outcome === "absent" ? null : o.job.status,
+        })),
+      });
+    },
+  );
+
+  const crewDoc = describeRoute({
+    summary: "The admin crew path: a job inserted already Running, with its claim_token",
+    responses: {
+      201: "The job, Running, with its edition and claim_token",
+      404: "No such edition",
+    },
+  });
+  app.post(
+    "/jobs/crew",
+    crewDoc,
+    requireJson,
+    zValidator("json", editionBody, invalid),
+    async (c) => {
+      const editionId = c.req.valid("json").edition_id;
+      const job = await queue.crew(ctx, editionId);
+      return job ? c.json(job, 201) : c.json({ error: `No such edition ${editionId}` }, 404);
+    },
+  );
+
+  const readDoc = describeRoute({
+    summary: "Read an SEO job (never its claim token)",
+    responses: { 200: "The job", 404: "No such job" },
+  });
+  app.get("/jobs/:id{[0-9]+}", readDoc, byId, async (c) => {
+    const job = await queue.getJob(ctx.sql, c.req.valid("param").id);
+    return job ? c.json(job) : c.json({ error: "No such job" }, 404);
+  });
+
+  app.post(
+    "/jobs/:id{[0-9]+}/complete",
+    settleDoc("Complete a claimed job and apply its SEO fields (BeforeSnapshot taken once)"),
+    byId,
+    requireJson,
+    zValidator("json", completeBody, invalid),
+    async (c) => {
+      const body = c.req.valid("json");
+      const jobId = c.req.valid("param").id;
+      const outcome = await queue.complete(ctx, jobId, body.claim_token, body.result);
+      return settleResponse(c, outcome, "complete");
+    },
+  );
+
+  app.post(
+    "/jobs/:id{[0-9]+}/fail",
+    settleDoc("Fail a claimed job with the command's error"),
+    byId,
+    requireJson,
+    zValidator("json", failBody, invalid),
+    async (c) => {
+      const body = c.req.valid("json");
+      const outcome = await queue.fail(ctx, c.req.valid("param").id, body.claim_token, body.error);
+      return settleResponse(c, outcome, "fail");
+    },
+  );
+
+  app.post(
+    "/jobs/:id{[0-9]+}/give-back",
+    settleDoc("Give a claimed job back: Queued, the attempt not counted"),
+    byId,
+    requireJson,
+    zValidator("json", giveBackBody, invalid),
+    async (c) => {
+      const body = c.req.valid("json");
+      const outcome = await queue.giveBack(ctx, c.req.valid("param").id, body.claim_token);
+      return settleResponse(c, outcome, "give back");
+    },
+  );
+
+  const retryDoc = describeRoute({
+    summary: "Admin retry: Failed → Queued, attempts reset, error and token cleared",
+    responses: { 200: "The job, now Queued", 404: "No such job", 409: "The job is not Failed" },
+  });
+  app.post("/jobs/:id{[0-9]+}/retry", retryDoc, byId, async (c) => {
+    const jobId = c.req.valid("param").id;
+    const retried = await queue.retry(ctx, jobId);
+    if (retried.outcome === "retried") return c.json(retried.job);
+    if (retried.outcome === "absent") return c.json({ error: "No such job" }, 404);
+    return c.json({
+      error:
+        `Cannot retry job ${jobId}: it is ${retried.job.status}; only Failed jobs can be retried`,
+      status: retried.job.status,
+    }, 409);
+  });
+
+  const revertDoc = describeRoute({
+    summary: "Restore an edition's SEO fields from its BeforeSnapshot (then dropped)",
+    responses: {
+      200: "The edition's restored SEO fields",
+      404: "No such edition",
+      409: "Nothing to revert (no BeforeSnapshot)",
+    },
+  });
+  app.post("/editions/:id{[0-9]+}/revert", revertDoc, byId, async (c) => {
+    const editionId = c.req.valid("param").id;
+    const reverted = await queue.revert(ctx, editionId);
+    if (reverted.outcome === "reverted") return c.json(reverted.edition);
+    if (reverted.outcome === "absent") {
+      return c.json({ error: `No such edition ${editionId}` }, 404);
+    }
+    return c.json({
+      error:
+        `Cannot revert edition ${editionId}: the SEO path has not changed it (no BeforeSnapshot)`,
+    }, 409);
+  });
+
+  return app;
+}

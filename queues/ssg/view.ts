@@ -1,0 +1,58 @@
+/**
+ * The site rebuild queue's admin view (lib/admin/queue_view.ts): its own statements over
+ * `ssg_rebuild_jobs` for `/admin` and `/metrics`, and its admin retry under its own rule (a
+ * `Failed` job is not re-queued while another Full rebuild is already `Queued`).
+ *
+ * @module
+ */
+import type { Sql } from "../../lib/db.ts";
+import type { JobPage, JobSummary, QueueView, Throughput } from "../../lib/admin/queue_view.ts";
+import { getJob, name, retry, stats } from "./mod.ts";
+
+// Newest first, keyset-paged on the primary key (no OFFSET); bounded by `limit`.
+async function listJobs(sql: Sql, page: JobPage): Promise<JobSummary[]> {
+  return await sql<JobSummary[]>`
+    select id, status, attempt_count, kind || ' rebuild' as subject, error, created_at, updated_at
+    from ssg_rebuild_jobs
+    where true
+      ${page.status ? sql`and status = ${page.status}` : sql``}
+      ${page.beforeId ? sql`and id < ${page.beforeId}` : sql``}
+    order by id desc
+    limit ${page.limit}`;
+}
+
+// finished_at is written by the settles to Completed and Failed (and recover's Failed).
+async function throughput(sql: Sql, seconds: number): Promise<Throughput> {
+  const [row] = await sql<Throughput[]>`
+    select count(*) filter (where status = 'Completed')::int as completed,
+           count(*) filter (where status = 'Failed')::int as failed
+    from ssg_rebuild_jobs
+    where finished_at > now() - ${seconds} * interval '1 second'`;
+  return row;
+}
+
+/** The site rebuild queue's admin view. */
+export const ssgView: QueueView = {
+  name,
+  consumer: "worker",
+  statuses: ["Queued", "Running", "Completed", "Failed"],
+  stats,
+  throughput,
+  listJobs,
+  getJob: async (sql, id) => {
+    const [row] = await sql<Record<string, unknown>[]>`
+      select * from ssg_rebuild_jobs where id = ${id}`;
+    return row ?? null;
+  },
+  retry: async (ctx, id) => {
+    if (await retry(ctx, id)) return { retried: true };
+    // retry() answers null for both refusals; the row tells them apart.
+    const job = await getJob(ctx, id);
+    return job?.status === "Failed"
+      ? {
+        retried: false,
+        reason: "another Full rebuild is already Queued (it renders everything this one would)",
+      }
+      : { retried: false, reason: "only Failed jobs can be retried" };
+  },
+};

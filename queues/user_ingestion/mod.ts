@@ -1,0 +1,577 @@
+/**
+ * The user ingestion queue: a reader's own upload. Table `user_ingestion_jobs`
+ * (sql/004_user_ingestion.sql), one job per `user_books` row, consumed by this process's one
+ * user-ingestion consumer (lib/consumer.ts), fed by `POST /internal/user-books`.
+ *
+ * Transitions (ADR-022 row 2; job / user book):
+ * - Queued → Processing: {@linkcode claim} (counts the attempt, stamps `claimed_by`).
+ * - Processing → Completed / Processing → Ready: {@linkcode run}, in the transaction that saves
+ *   the chapters; the same commit sets the book's enrichment `Pending` (its own NOTIFY wakes the
+ *   enricher; nothing starts it inline — ADR-022, the deleted kick).
+ * - Processing → Failed / → Failed with {@linkcode PARSE_FAILED_MESSAGE}: {@linkcode run} when
+ *   the file cannot be read as a book (at once, no retry; an encrypted EPUB included).
+ * - Processing → Failed / → Failed with {@linkcode INTERRUPTED_MESSAGE}: attempts used up by
+ *   crashes, timeouts or transient faults ({@linkcode recover}, {@linkcode recoverOrphans},
+ *   {@linkcode run}); a permanent fault that is not the file's either.
+ * - Processing → Queued: {@linkcode run} for a transient fault under the cap (after a delay);
+ *   {@linkcode giveBack} on shutdown (attempt not counted, no error, the book stays Processing).
+ * - Failed → Queued / Failed → Processing: {@linkcode retry}, the admin retry.
+ *
+ * Stale rule: a `Processing` row claimed more than `staleAfterMs` ago (default 2 min) is taken
+ * again by the claim while `attempt_count` < {@linkcode MAX_ATTEMPTS}; {@linkcode recover}, run on
+ * every wake, fails it at the cap. {@linkcode recoverOrphans}, run once each time the consumer
+ * takes its lock, treats every in-flight row as orphaned at once.
+ *
+ * @module
+ */
+import { join } from "node:path";
+import type { QueueDefaults } from "../../lib/config.ts";
+import { type Fragment, type Sql, transaction, type TxSql } from "../../lib/db.ts";
+import type { JobEvent } from "../../lib/events.ts";
+import {
+  type ClaimedJob,
+  isRunTimeout,
+  type OrphanScope,
+  type QueueContext,
+  type QueueStats,
+  settleClaim,
+} from "../../lib/queue.ts";
+import { extractBook, type ExtractedBook, UnreadableBookError } from "../../books/extract.ts";
+import { resolveSourceFile } from "../../books/source_path.ts";
+
+/** Queue name used in logs, events and the lock key. */
+export const name = "user_ingestion";
+/** The queue table; NOTIFY channel `<schema>.user_ingestion_jobs`. */
+export const table = "user_ingestion_jobs";
+/**
+ * Settings: `USER_INGESTION_STALE_AFTER_MS` (default 2 min, ADR-022 row 2) and
+ * `USER_INGESTION_TIMEOUT_MS` (default 5 min: a reader's upload is at most `MAX_UPLOAD_BYTES`).
+ */
+export const defaults: QueueDefaults = {
+  envPrefix: "USER_INGESTION",
+  staleAfterMs: 120_000,
+  timeoutMs: 300_000,
+};
+/** Attempts before a job is `Failed` for good (ADR-022 row 2: 3). */
+export const MAX_ATTEMPTS = 3;
+/** Delay before a transient failure is retried, in ms, per attempt already made. */
+export const RETRY_DELAY_MS = 5000;
+/** The reader's message for a file that cannot be read as a book (issue 7, exactly). */
+export const PARSE_FAILED_MESSAGE =
+  "Could not read this file. It may be corrupted or password-protected.";
+/** The reader's message when attempts ran out for a reason that is not the file's (issue 7). */
+export const INTERRUPTED_MESSAGE =
+  "We could not finish processing this file. Please try again later.";
+
+/** Statuses of `user_ingestion_jobs.status`. */
+export type UserIngestionStatus = "Queued" | "Processing" | "Completed" | "Failed";
+/** Statuses of `user_books.status`. */
+export type UserBookStatus = "Processing" | "Ready" | "Failed";
+
+/** What this queue's verbs need beyond {@linkcode QueueContext}. */
+export interface UserIngestionContext extends QueueContext {
+  /** Root directory of uploads and user book assets. */
+  readonly storageDir: string;
+  /** A Processing row claimed longer ago than this (ms) is stale. */
+  readonly staleAfterMs: number;
+}
+
+/** A claimed job, as the claim wrote it (the fence for every later write). */
+export interface UserIngestionJob extends ClaimedJob {
+  readonly user_book_id: string;
+  readonly source_path: string;
+  readonly claimed_by: string;
+}
+
+/** A job row as the API shows it. */
+export interface UserIngestionJobRow {
+  id: string;
+  user_book_id: string;
+  source_path: string;
+  status: UserIngestionStatus;
+  attempt_count: number;
+  error: string | null;
+  claimed_by: string | null;
+  claimed_at: Date | null;
+  run_after: Date;
+  created_at: Date;
+  updated_at: Date;
+  finished_at: Date | null;
+}
+
+/** A user book as the API shows it (the enrichment columns are shown apart). */
+export interface UserBookRow {
+  id: string;
+  owner_id: string;
+  title: string | null;
+  author: string | null;
+  format: string | null;
+  status: UserBookStatus;
+  error: string | null;
+  created_at: Date;
+  updated_at: Date;
+}
+
+/** Thrown inside the completing transaction when its fence matched no row: the claim was lost. */
+export class ClaimLostError extends Error {
+  override name = "ClaimLostError";
+}
+
+/** The directory of a user book's chapter assets: `<storage>/user-books/<id>/`. */
+export function userBookDir(storageDir: string, userBookId: string): string {
+  return join(storageDir, "user-books", userBookId);
+}
+
+// --- Enqueue, read, admin retry (the API's statements) ---
+
+/**
+ * Create a user book (`Processing`) and its `Queued` job in one transaction; the commit NOTIFYs
+ * the consumer.
+ *
+ * @param ownerId the reader's id, a positive integer.
+ * @param sourcePath relative to the storage root, already checked.
+ * @returns both rows.
+ */
+export async function enqueue(
+  ctx: QueueContext,
+  ownerId: number,
+  sourcePath: string,
+): Promise<{ user_book: UserBookRow; job: UserIngestionJobRow }> {
+  return await transaction(ctx.sql, ctx.log, async (tx) => {
+    const [book] = await tx.sql<UserBookRow[]>`
+      insert into user_books (owner_id) values (${ownerId})
+      returning id, owner_id, title, author, format, status, error, created_at, updated_at`;
+    const [job] = await tx.sql<UserIngestionJobRow[]>`
+      insert into user_ingestion_jobs (user_book_id, source_path)
+      values (${book.id}, ${sourcePath})
+      returning *`;
+    return { user_book: book, job };
+  });
+}
+
+/** Read a user book and its (latest) job; null when no book has that id. */
+export async function getUserBook(
+  ctx: QueueContext,
+  id: string,
+): Promise<{ user_book: UserBookRow; job: UserIngestionJobRow | null } | null> {
+  const [book] = await ctx.sql<UserBookRow[]>`
+    select id, owner_id, title, author, format, status, error, created_at, updated_at
+    from user_books where id = ${id}`;
+  if (!book) return null;
+  const [job] = await ctx.sql<UserIngestionJobRow[]>`
+    select * from user_ingestion_jobs where user_book_id = ${id} order by id desc limit 1`;
+  return { user_book: book, job: job ?? null };
+}
+
+/** Read one job; null when no row has that id. */
+export async function getJob(ctx: QueueContext, id: string): Promise<UserIngestionJobRow | null> {
+  const [row] = await ctx.sql<UserIngestionJobRow[]>`
+    select * from user_ingestion_jobs where id = ${id}`;
+  return row ?? null;
+}
+
+/**
+ * Admin retry: `Failed` → `Queued` with attempts reset and error cleared, and its user book back
+ * to `Processing` without its message, in one statement (ADR-022: "Failed is terminal. Only an
+ * admin retry brings it back"). The commit NOTIFYs the consumer.
+ *
+ * @returns the updated job, or null when it is not `Failed` (or does not exist): nothing changes.
+ */
+export async function retry(ctx: QueueContext, id: string): Promise<UserIngestionJobRow | null> {
+  const [row] = await ctx.sql<UserIngestionJobRow[]>`
+    with job as (
+      update user_ingestion_jobs
+      set status = 'Queued', attempt_count = 0, error = null, claimed_by = null, claimed_at = null,
+          run_after = now(), finished_at = null, updated_at = now()
+      where id = ${id} and status = 'Failed'
+      returning *
+    ), book as (
+      update user_books set status = 'Processing', error = null, updated_at = now()
+      where id = (select user_book_id from job) and status = 'Failed'
+    )
+    select * from job`;
+  if (row) {
+    ctx.events.publish({ queue: name, id, transition: "retried", status: "Queued", attempt: 0 });
+  }
+  return row ?? null;
+}
+
+/**
+ * Jobs by status and the age of the oldest claimable one (Queued and due), for metrics.
+ *
+ * @returns every status, 0 when it has no rows; ages in seconds.
+ */
+export async function stats(sql: Sql): Promise<QueueStats> {
+  const [row] = await sql<
+    { by_status: Record<string, number> | null; oldest_s: number | null }[]
+  >`
+    select
+      (select jsonb_object_agg(status, n) from (
+        select status, count(*)::int as n from user_ingestion_jobs group by status) s) as by_status,
+      (select extract(epoch from now() - min(run_after))::float8 from user_ingestion_jobs
+        where status = 'Queued' and run_after <= now()) as oldest_s`;
+  const byStatus: Record<UserIngestionStatus, number> = {
+    Queued: 0,
+    Processing: 0,
+    Completed: 0,
+    Failed: 0,
+  };
+  Object.assign(byStatus, row.by_status ?? {});
+  return { byStatus, oldestRunnableAgeS: row.oldest_s };
+}
+
+// --- The consumer's verbs ---
+
+/**
+ * Fail stale rows at the attempts cap, and their user books with {@linkcode INTERRUPTED_MESSAGE}
+ * (the crashes were not the file's fault). One statement; below the cap a stale row is left to
+ * {@linkcode claim}. Runs on every wake.
+ */
+export async function recover(ctx: UserIngestionContext, _signal: AbortSignal): Promise<void> {
+  const rows = await ctx.sql<{ id: string; attempt_count: number }[]>`
+    with failed as (
+      update user_ingestion_jobs
+      set status = 'Failed', claimed_by = null, finished_at = now(), updated_at = now(),
+          error = 'interrupted: attempts exhausted (' || attempt_count || ' of '
+                  || ${MAX_ATTEMPTS}::int || '); the last run stopped without finishing'
+      where status = 'Processing'
+        and claimed_at < now() - ${ctx.staleAfterMs} * interval '1 millisecond'
+        and attempt_count >= ${MAX_ATTEMPTS}
+      returning id, user_book_id, attempt_count
+    ), books as (
+      update user_books set status = 'Failed', error = ${INTERRUPTED_MESSAGE}, updated_at = now()
+      where id in (select user_book_id from failed) and status = 'Processing'
+    )
+    select id, attempt_count from failed`;
+  for (const row of rows) {
+    ctx.log.warn({ queue: name, id: row.id }, "stale job failed at the attempts cap");
+    publishRecovered(ctx, row.id, "Failed", row.attempt_count);
+  }
+}
+
+/**
+ * Orphan recovery, run once each time the consumer takes the queue lock: with the lock held,
+ * nothing of this queue can be in flight, so every `Processing` row is orphaned (ADR-022: "in
+ * flight at my startup" already means orphaned). A row claimed by this same boot (a lost lock
+ * whose give-back did not land) is given back, its attempt not counted. A row claimed by another
+ * boot follows the crash rule: its attempt is spent; `Queued` under the cap, else `Failed`, its
+ * book with {@linkcode INTERRUPTED_MESSAGE}. One transaction.
+ */
+export async function recoverOrphans(
+  ctx: UserIngestionContext,
+  _signal: AbortSignal,
+  scope: OrphanScope = "all",
+): Promise<void> {
+  const recovered = await transaction(ctx.sql, ctx.log, async (tx) => {
+    const givenBack = await tx.sql<{ id: string; attempt_count: number }[]>`
+      update user_ingestion_jobs
+      set status = 'Queued', attempt_count = attempt_count - 1, error = null, claimed_by = null,
+          claimed_at = null, updated_at = now()
+      where status = 'Processing' and claimed_by = ${ctx.bootId}
+      returning id, attempt_count`;
+    // Scope "own" (a claim whose reply was lost): another boot's row may be a standby's live claim.
+    if (scope === "own") return { givenBack, requeued: [], failed: [] };
+    const requeued = await tx.sql<{ id: string; attempt_count: number }[]>`
+      update user_ingestion_jobs
+      set status = 'Queued', claimed_by = null, claimed_at = null, run_after = now(),
+          updated_at = now(),
+          error = 'interrupted: attempt ' || attempt_count || ' of ' || ${MAX_ATTEMPTS}::int
+                  || ' stopped without finishing (consumer restarted); will retry'
+      where status = 'Processing' and claimed_by is distinct from ${ctx.bootId}
+        and attempt_count < ${MAX_ATTEMPTS}
+      returning id, attempt_count`;
+    const failed = await tx.sql<{ id: string; attempt_count: number }[]>`
+      with failed as (
+        update user_ingestion_jobs
+        set status = 'Failed', claimed_by = null, finished_at = now(), updated_at = now(),
+            error = 'interrupted: attempts exhausted (' || attempt_count || ' of '
+                    || ${MAX_ATTEMPTS}::int || '); the last run stopped without finishing'
+        where status = 'Processing' and claimed_by is distinct from ${ctx.bootId}
+          and attempt_count >= ${MAX_ATTEMPTS}
+        returning id, user_book_id, attempt_count
+      ), books as (
+        update user_books set status = 'Failed', error = ${INTERRUPTED_MESSAGE}, updated_at = now()
+        where id in (select user_book_id from failed) and status = 'Processing'
+      )
+      select id, attempt_count from failed`;
+    return { givenBack, requeued, failed };
+  });
+  for (const row of recovered.givenBack) {
+    ctx.log.info({ queue: name, id: row.id }, "orphaned job of this boot given back");
+    ctx.events.publish({
+      queue: name,
+      id: row.id,
+      transition: "given_back",
+      status: "Queued",
+      attempt: row.attempt_count,
+    });
+  }
+  for (const row of recovered.requeued) {
+    ctx.log.warn({ queue: name, id: row.id }, "orphaned job requeued, attempt spent");
+    publishRecovered(ctx, row.id, "Queued", row.attempt_count);
+  }
+  for (const row of recovered.failed) {
+    ctx.log.warn({ queue: name, id: row.id }, "orphaned job failed at the attempts cap");
+    publishRecovered(ctx, row.id, "Failed", row.attempt_count);
+  }
+}
+
+function publishRecovered(
+  ctx: QueueContext,
+  id: string,
+  status: UserIngestionStatus,
+  attempt: number,
+): void {
+  ctx.events.publish({ queue: name, id, transition: "recovered", status, attempt });
+}
+
+/**
+ * Claim the oldest runnable job: `Queued` and due, or `Processing` but stale and under the cap.
+ * One statement, so the claim and the counted attempt commit together; the scalar
+ * `id = (select … for update skip locked limit 1)` takes exactly one row (STYLE.md §3).
+ *
+ * @param lockHeld the queue lock's claim fence (lib/lock.ts): without the lock, nothing is claimed.
+ *   Omitted only by tests that call the verb directly.
+ * @returns the claimed job, or null when nothing is runnable.
+ */
+export async function claim(
+  ctx: UserIngestionContext,
+  lockHeld?: Fragment,
+): Promise<UserIngestionJob | null> {
+  const [row] = await ctx.sql<(UserIngestionJob & { runnable_for_s: number | null })[]>`
+    update user_ingestion_jobs
+    set status = 'Processing', attempt_count = attempt_count + 1, claimed_by = ${ctx.bootId},
+        claimed_at = now(), updated_at = now()
+    where id = (
+      select id from user_ingestion_jobs
+      where ${lockHeld ?? ctx.sql`true`}
+        and ((status = 'Queued' and run_after <= now())
+          or (status = 'Processing'
+              and claimed_at < now() - ${ctx.staleAfterMs} * interval '1 millisecond'
+              and attempt_count < ${MAX_ATTEMPTS}))
+      order by id
+      for update skip locked
+      limit 1
+    )
+    returning id, user_book_id, source_path, attempt_count, claimed_by, (
+      -- The wake latency (issue 12): a subquery in RETURNING reads the statement's snapshot, so it
+      -- sees the row as it was before this claim: runnable since its last write (insert,
+      -- give-back, retry) or its run_after, whichever is later; null for a stale re-pick.
+      select extract(epoch from now() - greatest(o.run_after, o.updated_at))::float8
+      from user_ingestion_jobs o where o.id = user_ingestion_jobs.id and o.status = 'Queued'
+    ) as runnable_for_s`;
+  if (!row) return null;
+  const { runnable_for_s, ...job } = row;
+  ctx.events.publish({
+    queue: name,
+    id: job.id,
+    transition: "claimed",
+    status: "Processing",
+    attempt: job.attempt_count,
+    runnableForS: runnable_for_s,
+  });
+  return job;
+}
+
+/**
+ * Give a claimed job back on shutdown: `Queued`, the attempt un-counted, no error text; the user
+ * book stays `Processing` (ADR-022: a shutdown is never Failed, never "corrupted"). Fenced.
+ *
+ * @returns false when the fence matched no row.
+ */
+export async function giveBack(ctx: UserIngestionContext, job: UserIngestionJob): Promise<boolean> {
+  return await settle(
+    ctx,
+    job,
+    (sql) =>
+      sql`status = 'Queued', attempt_count = attempt_count - 1, error = null, claimed_at = null`,
+    null,
+    { transition: "given_back", status: "Queued", attempt: job.attempt_count - 1 },
+  );
+}
+
+/**
+ * Read the upload: extract it, write its chapter assets, then save the chapters, the book `Ready`
+ * with its title, author and format, its enrichment `Pending`, and the job `Completed` in one
+ * fenced transaction. A file that is not a book fails at once with {@linkcode
+ * PARSE_FAILED_MESSAGE}; any other fault is retried under the cap.
+ *
+ * Assets are written before the commit, each file renamed into place: a user book is read once,
+ * so a re-run writes the same files, and `Ready` is never visible before its assets are.
+ *
+ * @param signal aborted on shutdown or a lost lock: the run then rejects with its reason and
+ *   saves nothing (the consumer gives the claim back).
+ * @throws the signal's reason when aborted.
+ */
+export async function run(
+  ctx: UserIngestionContext,
+  job: UserIngestionJob,
+  signal: AbortSignal,
+): Promise<void> {
+  try {
+    const book = await extractBook(
+      await resolveSourceFile(ctx.storageDir, job.source_path),
+      signal,
+    );
+    // An extractor may return a truncated result on cancel instead of throwing (ADR-022).
+    signal.throwIfAborted();
+    await writeChapterAssets(ctx.storageDir, job.user_book_id, book, signal);
+    await save(ctx, job, book, signal);
+  } catch (err) {
+    if (err instanceof ClaimLostError) {
+      ctx.log.warn({ queue: name, id: job.id }, "completion matched no row: the claim was lost");
+      return;
+    }
+    if (signal.aborted) {
+      if (!isRunTimeout(signal.reason)) throw signal.reason;
+      return await retryLater(ctx, job, signal.reason);
+    }
+    if (err instanceof UnreadableBookError) {
+      return await fail(ctx, job, err.message, PARSE_FAILED_MESSAGE);
+    }
+    // Permanent, but not the file's fault as far as the reader can tell: a path outside
+    // STORAGE_DIR (RangeError), or text Postgres cannot store (SQLSTATE class 22).
+    const code = (err as { code?: unknown }).code;
+    if (err instanceof RangeError || (typeof code === "string" && code.startsWith("22"))) {
+      return await fail(ctx, job, (err as Error).message, INTERRUPTED_MESSAGE);
+    }
+    return await retryLater(ctx, job, err);
+  }
+}
+
+async function writeChapterAssets(
+  storageDir: string,
+  userBookId: string,
+  book: ExtractedBook,
+  signal: AbortSignal,
+): Promise<void> {
+  const dir = userBookDir(storageDir, userBookId);
+  await Deno.mkdir(dir, { recursive: true });
+  for (const [i, chapter] of book.chapters.entries()) {
+    signal.throwIfAborted();
+    const staging = join(dir, `.${i + 1}.html-${crypto.randomUUID()}`);
+    await Deno.writeTextFile(staging, chapter.html);
+    await Deno.rename(staging, join(dir, `${i + 1}.html`));
+  }
+}
+
+async function save(
+  ctx: UserIngestionContext,
+  job: UserIngestionJob,
+  book: ExtractedBook,
+  signal: AbortSignal,
+): Promise<void> {
+  await transaction(ctx.sql, ctx.log, async (tx) => {
+    // The fence first: it also row-locks the job, so a concurrent give-back waits and then
+    // matches nothing, instead of un-counting a completed job.
+    const fenced = await tx.sql`
+      update user_ingestion_jobs
+      set status = 'Completed', error = null, claimed_by = null, finished_at = now(),
+          updated_at = now()
+      where id = ${job.id} and status = 'Processing' and attempt_count = ${job.attempt_count}
+        and claimed_by = ${job.claimed_by}`;
+    if (fenced.count === 0) {
+      throw new ClaimLostError(`Lost the claim on user ingestion job ${job.id}`);
+    }
+    await tx.sql`delete from user_chapters where user_book_id = ${job.user_book_id}`;
+    const rows = book.chapters.map((c, i) => ({
+      user_book_id: job.user_book_id,
+      position: i + 1,
+      title: c.title,
+      html: c.html,
+    }));
+    for (let i = 0; i < rows.length; i += 500) {
+      await tx.sql`insert into user_chapters ${tx.sql(rows.slice(i, i + 500))}`;
+    }
+    // Ready and enrichment Pending in one statement of this commit (issue 7); the statement's
+    // NOTIFY on <schema>.user_books wakes the enricher once it commits.
+    await tx.sql`
+      update user_books
+      set status = 'Ready', error = null, title = ${book.title}, author = ${book.author},
+          format = ${book.format}, updated_at = now(),
+          metadata_enrichment_status = 'Pending', metadata_enrichment_attempt_count = 0,
+          metadata_enrichment_error = null
+      where id = ${job.user_book_id}`;
+    tx.afterCommit(() =>
+      ctx.events.publish({
+        queue: name,
+        id: job.id,
+        transition: "completed",
+        status: "Completed",
+        attempt: job.attempt_count,
+      })
+    );
+  }, signal);
+  ctx.log.info({ queue: name, id: job.id, chapters: book.chapters.length }, "job completed");
+}
+
+type TxFragment = ReturnType<TxSql>;
+
+// Every write that settles a claimed row goes through here (the completion excepted). It matches
+// the row as this run claimed it; 0 rows means the claim was lost: log it, change nothing
+// (STYLE.md §3). `bookError`, when given, fails the user book in the same transaction.
+async function settle(
+  ctx: UserIngestionContext,
+  job: UserIngestionJob,
+  changes: (sql: TxSql) => TxFragment,
+  bookError: string | null,
+  event: Pick<JobEvent, "transition" | "status" | "attempt" | "error">,
+): Promise<boolean> {
+  return await settleClaim(ctx, name, job.id, event, async (sql) => {
+    const rows = await sql`
+      update user_ingestion_jobs
+      set ${changes(sql)}, claimed_by = null, updated_at = now()
+      where id = ${job.id} and status = 'Processing' and attempt_count = ${job.attempt_count}
+        and claimed_by = ${job.claimed_by}`;
+    if (rows.count > 0 && bookError !== null) {
+      await sql`
+        update user_books set status = 'Failed', error = ${bookError}, updated_at = now()
+        where id = ${job.user_book_id} and status = 'Processing'`;
+    }
+    return rows.count;
+  });
+}
+
+async function fail(
+  ctx: UserIngestionContext,
+  job: UserIngestionJob,
+  reason: string,
+  readerMessage: string,
+): Promise<void> {
+  const failed = await settle(
+    ctx,
+    job,
+    (sql) => sql`status = 'Failed', error = ${reason}, finished_at = now()`,
+    readerMessage,
+    { transition: "failed", status: "Failed", attempt: job.attempt_count, error: reason },
+  );
+  if (failed) ctx.log.warn({ queue: name, id: job.id, reason }, "job failed");
+}
+
+// A transient fault (I/O, connection, a run timeout) is not the file's fault: run again after a
+// delay while under the cap, then Failed with the non-blaming message.
+async function retryLater(
+  ctx: UserIngestionContext,
+  job: UserIngestionJob,
+  err: unknown,
+): Promise<void> {
+  const detail = err instanceof Error ? err.message : String(err);
+  if (job.attempt_count >= MAX_ATTEMPTS) {
+    const reason = `attempts exhausted (${job.attempt_count} of ${MAX_ATTEMPTS}): ${detail}`;
+    return await fail(ctx, job, reason, INTERRUPTED_MESSAGE);
+  }
+  const reason = `attempt ${job.attempt_count} of ${MAX_ATTEMPTS} failed, will retry: ${detail}`;
+  const delayMs = RETRY_DELAY_MS * job.attempt_count;
+  const queued = await settle(
+    ctx,
+    job,
+    (sql) =>
+      sql`status = 'Queued', error = ${reason}, claimed_at = null,
+          run_after = now() + ${delayMs} * interval '1 millisecond'`,
+    null,
+    { transition: "failed", status: "Queued", attempt: job.attempt_count, error: reason },
+  );
+  if (queued) {
+    ctx.log.warn({ queue: name, id: job.id, err: detail, delayMs }, "job will be retried");
+  }
+}

@@ -1,0 +1,80 @@
+/**
+ * The user ingestion queue's admin view (lib/admin/queue_view.ts): its own statements over
+ * `user_ingestion_jobs` for `/admin` and `/metrics`, and a job's user book (its status, the
+ * reader's message, its chapters).
+ *
+ * @module
+ */
+import type { Sql } from "../../lib/db.ts";
+import {
+  type JobDetail,
+  type JobPage,
+  type JobSummary,
+  type QueueView,
+  retryOutcome,
+  type Throughput,
+} from "../../lib/admin/queue_view.ts";
+import { name, retry, stats } from "./mod.ts";
+
+// Newest first, keyset-paged on the primary key (no OFFSET); bounded by `limit`.
+async function listJobs(sql: Sql, page: JobPage): Promise<JobSummary[]> {
+  return await sql<JobSummary[]>`
+    select id, status, attempt_count, 'book ' || user_book_id || ': ' || source_path as subject,
+           error, created_at, updated_at
+    from user_ingestion_jobs
+    where true
+      ${page.status ? sql`and status = ${page.status}` : sql``}
+      ${page.beforeId ? sql`and id < ${page.beforeId}` : sql``}
+    order by id desc
+    limit ${page.limit}`;
+}
+
+async function getJob(sql: Sql, id: string): Promise<Record<string, unknown> | null> {
+  const [row] = await sql<Record<string, unknown>[]>`
+    select * from user_ingestion_jobs where id = ${id}`;
+  return row ?? null;
+}
+
+// finished_at is written by every settle to Completed or Failed.
+async function throughput(sql: Sql, seconds: number): Promise<Throughput> {
+  const [row] = await sql<Throughput[]>`
+    select count(*) filter (where status = 'Completed')::int as completed,
+           count(*) filter (where status = 'Failed')::int as failed
+    from user_ingestion_jobs
+    where finished_at > now() - ${seconds} * interval '1 second'`;
+  return row;
+}
+
+// The user book as the reader sees it (its status and message), and its chapters.
+async function details(sql: Sql, job: Record<string, unknown>): Promise<JobDetail[]> {
+  const bookId = String(job.user_book_id);
+  const [book] = await sql<
+    { status: string; error: string | null; title: string | null; format: string | null }[]
+  >`select status, error, title, format from user_books where id = ${bookId}`;
+  if (!book) return [];
+  const chapters = await sql<{ position: number; title: string; bytes: number }[]>`
+    select position, title, octet_length(html) as bytes
+    from user_chapters where user_book_id = ${bookId} order by position`;
+  return [{
+    title: `User book ${bookId}`,
+    columns: ["Status", "Title", "Format", "Reader's message"],
+    rows: [[book.status, book.title, book.format, book.error]],
+  }, {
+    title: "Chapters",
+    columns: ["#", "Chapter", "HTML bytes"],
+    rows: chapters.map((c) => [c.position, c.title, c.bytes]),
+  }];
+}
+
+/** The user ingestion queue's admin view. */
+export const userIngestionView: QueueView = {
+  name,
+  consumer: "worker",
+  statuses: ["Queued", "Processing", "Completed", "Failed"],
+  stats,
+  throughput,
+  listJobs,
+  getJob,
+  retry: async (ctx, id) => retryOutcome((await retry(ctx, id)) !== null),
+  details,
+};

@@ -1,0 +1,59 @@
+/**
+ * `receiveUpload` (lib/http/multipart.ts) on bodies a client cuts short: a dropped connection or a
+ * truncated multipart body is a 400 for that request, the partial file removed, and never an
+ * uncaught error (busboy destroys the open file part's stream with "Unexpected end of form"; an
+ * error on a stream nobody listens to would end the whole worker).
+ *
+ * @module
+ */
+import assert from "node:assert/strict";
+import { receiveUpload, UploadError } from "../../../lib/http/multipart.ts";
+
+const BOUNDARY = "XXcutXX";
+const HEAD = `--${BOUNDARY}\r\nContent-Disposition: form-data; name="owner_id"\r\n\r\n7\r\n` +
+  `--${BOUNDARY}\r\nContent-Disposition: form-data; name="file"; filename="a.txt"\r\n` +
+  `Content-Type: text/plain\r\n\r\n`;
+
+function request(body: BodyInit): Request {
+  return new Request("http://localhost/internal/user-books", {
+    method: "POST",
+    headers: { "content-type": `multipart/form-data; boundary=${BOUNDARY}` },
+    body,
+  });
+}
+
+async function expectRefused(req: Request, storageDir: string, pattern: RegExp): Promise<void> {
+  await assert.rejects(receiveUpload(req, storageDir, 1024 * 1024), (err: unknown) => {
+    assert.ok(err instanceof UploadError, String(err));
+    assert.equal(err.status, 400);
+    assert.match(err.message, pattern);
+    return true;
+  });
+  // Let busboy's deferred stream callbacks run: an unhandled error would surface here.
+  await new Promise((resolve) => setTimeout(resolve, 50));
+  assert.deepEqual([...Deno.readDirSync(`${storageDir}/uploads`)], [], "partial file removed");
+}
+
+Deno.test("receiveUpload: a body that ends inside the file part is a 400, no file left", async () => {
+  const dir = await Deno.makeTempDir();
+  try {
+    await expectRefused(request(`${HEAD}hello, half a boo`), dir, /Unexpected end of form/);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("receiveUpload: a connection dropped mid-file is a 400, no file left", async () => {
+  const dir = await Deno.makeTempDir();
+  try {
+    const body = new ReadableStream<Uint8Array>({
+      start(controller) {
+        controller.enqueue(new TextEncoder().encode(`${HEAD}${"x".repeat(10_000)}`));
+        setTimeout(() => controller.error(new Error("connection reset")), 20);
+      },
+    });
+    await expectRefused(request(body), dir, /Cannot read the multipart body/);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
