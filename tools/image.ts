@@ -246,6 +246,16 @@ if (import.meta.main) {
     if (!info.ok) {
       throw new Error(`No Docker engine answers (${info.out}); install docker.io, start dockerd`);
     }
+    // A client of Docker 23 or later builds with BuildKit only through the buildx plugin; an older
+    // one (Debian's docker.io) has it built in.
+    const client = await quiet(docker, ["version", "--format", "{{.Client.Version}}"]);
+    const major = Number(client.out.match(/^(\d+)\./)?.[1] ?? 0);
+    if (major >= 23 && !(await quiet(docker, ["buildx", "version"])).ok) {
+      throw new Error(
+        `The client "${docker}" (${client.out}) needs the buildx plugin for BuildKit: install ` +
+          "it, or set DOCKER to a client with BuildKit built in (DOCKER=/usr/bin/docker from docker.io)",
+      );
+    }
     await ensureBases(docker, baseImages(await Deno.readTextFile(`${ROOT}/Dockerfile`)));
     let ca = values.ca;
     if (ca === undefined) {
