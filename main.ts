@@ -45,8 +45,7 @@ try {
   createLogger().fatal({ err: err.message }, "invalid configuration");
   Deno.exit(2);
 }
-// HOST and PORT are proved by binding them once, before the database is touched (review5: a HOST
-// that cannot be bound exited 1, after the migrations had run). Nothing connects to this trial
+// HOST and PORT are proved by binding them once, before the database is touched. Nothing connects to this trial
 // socket, so the port is free again at once for Deno.serve below.
 try {
   Deno.listen({ hostname: config.host, port: config.port }).close();
@@ -60,11 +59,11 @@ try {
 }
 const log = createLogger(config.logLevel);
 guardDriverCloseCrash(log);
-// stderr carries nothing but JSON log lines (issue 9, item 9): the runtime's own warnings go
+// stderr carries nothing but JSON log lines: the runtime's own warnings go
 // through the logger too. Deno.serve's "request.signal aborts on successful responses (legacy
 // behavior)" note, logged once per process whenever a chunked body passed hono's bodyLimit (it
 // reads request.signal), is gone at its cause: deno.json opts into `no-legacy-abort`, where the
-// signal aborts only when the client goes away (review5; tests/process/process_test.ts).
+// signal aborts only when the client goes away (tests/process/process_test.ts).
 for (const level of ["warn", "error", "log", "info"] as const) {
   console[level] = (...args: unknown[]) =>
     log.warn(
@@ -130,7 +129,7 @@ const reachable = await waitUntilReachable(
 ).catch((err) => fatal("Cannot use DATABASE_URL", err));
 if (!reachable) Deno.exit(await lifecycle.shutdown());
 // A database that is not writable yet (read-only, in recovery, starting up) is waited for with
-// backoff; one that is up to date is only read (issue 9, item 4).
+// backoff; one that is up to date is only read.
 const migrations = await readMigrations(new URL("./sql/", import.meta.url));
 const migrated = await waitUntilReachable(
   "database writes (migrations)",
@@ -148,7 +147,7 @@ await Deno.mkdir(config.storageDir, { recursive: true })
   .catch((err) => fatal(`Cannot create STORAGE_DIR "${config.storageDir}"`, err));
 
 const events = new EventHub();
-// After a burst, the drain's garbage is returned once the queues go quiet (issue 11, memory); the
+// After a burst, the drain's garbage is returned once the queues go quiet; the
 // startup's too (markActive below).
 const collector = collectWhenIdle(events, loadGc(), QUIET_MS, log);
 // Closed as shutdown begins, not in a phase: a full GC stops the world for tens of ms (hundreds
@@ -246,8 +245,7 @@ const app = createApi({
   unlimitedBodies: parts.flatMap((p) => p.unlimitedBodies ?? []),
   apps: [
     metricsRoutes(registry, metricsToken),
-    // Loaded on the first /admin request: a worker nobody watches does not hold the dashboard
-    // (issue 11, memory).
+    // Loaded on the first /admin request: a worker nobody watches does not hold the dashboard.
     {
       prefix: "/admin",
       load: async () =>

@@ -3,8 +3,8 @@
  * `<meta charset>`), else UTF-8 when the bytes are valid UTF-8, else UTF-16 without a mark when
  * its zero bytes show it, else a guess by `chardet` — and refusing bytes that are binary data, not
  * text. Shared by the text formats and the EPUB reader (each XHTML document of an EPUB may declare
- * its own encoding in its XML prolog). Issue 10: "Latin-1 texts and HTML that declares its charset:
- * `Failed`, 'not valid UTF-8'".
+ * its own encoding in its XML prolog). A Latin-1 text, or HTML that declares its charset, is
+ * read as such, never refused as "not valid UTF-8".
  *
  * @module
  */

@@ -4,7 +4,7 @@
  * titled from the book's own navigation (`epub_nav.ts`), its links and images rewritten to the
  * files the worker writes (`epub_links.ts`). An archive or package document that cannot be read is
  * an `UnreadableBookError` naming what is wrong; a spine item that cannot be shown is skipped with
- * a warning (issue 10: "a JPEG page in the spine failed the whole book").
+ * a warning ("a JPEG page in the spine failed the whole book").
  *
  * Linear in the book: one pass over the archive per kind of file (package, navigation, resources)
  * and per `DOCUMENT_BATCH_BYTES` of content documents, one parse per content document (the
@@ -296,7 +296,7 @@ function isXhtml(item: ManifestItem): boolean {
 /**
  * The content documents' bytes, each handed out once, in the order they are asked for: unpacked
  * `DOCUMENT_BATCH_BYTES` at a time, so a big book never holds all of its text unpacked at once
- * (issue 10: "Extraction time and memory grow linearly with the book").
+ * ("Extraction time and memory grow linearly with the book").
  *
  * @param paths the documents in reading order; a path may repeat (a spine item listed twice).
  * @returns a reader: the bytes of a path asked for the first time, `undefined` after that or
@@ -349,7 +349,7 @@ function coverImagePath(
 
 /**
  * Whether a page shows the cover image and no text: the cover page, which the navigation seldom
- * names and whose `<title>` is the book's (issue 10, "never the book title repeated").
+ * names and whose `<title>` is the book's.
  */
 function shows(html: string, cover: () => string | null): boolean {
   const path = cover();

@@ -1,7 +1,7 @@
 /**
  * One EPUB content document (XHTML, or an SVG page) into a chapter: its title — the navigation's
  * label, else its first top-ranked heading (`hgroup` parts joined by ": "), else its `<title>`
- * unless that only repeats the book's title (issue 10: "EPUB chapter titles taken from the first
+ * unless that only repeats the book's title ("EPUB chapter titles taken from the first
  * heading only"; "fixed-layout books with the book title on every chapter") — the heading taken
  * out of the body, its links rewritten (`epub_links.ts`), its own `lang`/`dir` kept on a wrapper,
  * and its nodes sanitised straight from the tree (`sanitize.ts`).
@@ -13,7 +13,7 @@ import { type ChildNode, type Element, isTag } from "domhandler";
 import { collapseWhitespace } from "./book.ts";
 import { type LinkRewriter, removeKeepingIds } from "./epub_links.ts";
 import { licenceText } from "./gutenberg.ts";
-import { blockText, isGutenbergFrame } from "./html_book.ts";
+import { blockText, isGutenbergFrame } from "./html_gutenberg.ts";
 import { parseMarkup } from "./markup.ts";
 import { type SanitizedHtml, sanitizeNodes } from "./sanitize.ts";
 

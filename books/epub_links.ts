@@ -1,5 +1,5 @@
 /**
- * Links inside an EPUB, rewritten for the files the worker writes (issue 10: "links keep the
+ * Links inside an EPUB, rewritten for the files the worker writes ("links keep the
  * EPUB's file names while the chapters are written as `N.html`"). Chapters are written as
  * `<n>.html` and resources as `res/<k>-<name>`, side by side in the edition's version folder, so
  * every rewritten link is relative and works when a chapter is opened straight from disk.

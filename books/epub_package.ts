@@ -1,6 +1,6 @@
 /**
  * Reading an EPUB's package document: the XML parser the OPF, container and NCX go through, and
- * what the metadata says about authors and direction (issue 10: "a creator with `aut` among its
+ * what the metadata says about authors and direction ("a creator with `aut` among its
  * roles, or with no role, is an author"; "Hebrew, Arabic and vertical Japanese come out with no
  * direction").
  *
@@ -8,7 +8,7 @@
  */
 import { ALL_ENTITIES, EntityDecoder } from "@nodable/entities";
 import { XMLParser } from "fast-xml-parser";
-import { collapseWhitespace, type TextDirection } from "./book.ts";
+import { collapseWhitespace, languageDirection, type TextDirection } from "./book.ts";
 
 /** Elements that may repeat, so fast-xml-parser always gives them as arrays. */
 const REPEATED = new Set([
@@ -38,9 +38,6 @@ export const xml = new XMLParser({
   isArray: (name, _path, _leaf, isAttribute) => !isAttribute && REPEATED.has(name),
 });
 
-/** Primary language subtags written right to left. */
-const RTL_LANGUAGES = new Set(["ar", "he", "iw", "fa", "ur", "yi", "ps", "sd", "ug", "dv", "ckb"]);
-
 /**
  * An edition's page-progression direction.
  *
@@ -55,7 +52,7 @@ export function readDirection(
 ): TextDirection | null {
   if (declared === "rtl" || declared === "ltr") return declared;
   if (language === null) return null;
-  return RTL_LANGUAGES.has(language.toLowerCase().split(/[-_]/)[0]) ? "rtl" : "ltr";
+  return languageDirection(language);
 }
 
 /**

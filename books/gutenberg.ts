@@ -1,7 +1,7 @@
 /**
  * The Project Gutenberg frame around a book's text: the header (licence notice, `Title:` and
  * `Author:` lines) before a `*** START OF … ***` marker and the licence after `*** END OF … ***`.
- * Issue 10: "Gutenberg header and licence text inside the first and last chapters". Plain text
+ * Neither the header nor the licence ends up inside the first or last chapter. Plain text
  * and HTML books both use the markers and the header reading here.
  *
  * @module

@@ -2,8 +2,7 @@
  * What a heading line looks like in a plain-text book, in the styles real books use: `CHAPTER XII.
  * THE END`, `Chapter One`, `Capítulo primero. Que trata…`, `STAVE I: MARLEY'S GHOST`, `BOOK ONE`,
  * `PART II`, a bare roman numeral with a title (`I. A SCANDAL IN BOHEMIA`), `PREFACE`, `Epilogue`,
- * and the `CONTENTS` line over a contents list. Issue 10, "Plain text and HTML: find the chapter
- * level". The HTML reader uses the same kinds to tell a byline or a contents heading from a
+ * and the `CONTENTS` line over a contents list. The HTML reader uses the same kinds to tell a byline or a contents heading from a
  * chapter.
  *
  * @module

@@ -6,10 +6,10 @@
  * for a wake → recover (before every claim, or only at lock acquisition and on the poll tick, as
  * the queue decides) → claim one job and run it → the end of the job wakes the loop again, so it
  * drains until a claim comes back empty, then arms a timer for the next due job and waits. A queue
- * may claim its next job in the transaction that settles the last one (issue 11): the consumer
+ * may claim its next job in the transaction that settles the last one: the consumer
  * then runs that job straight away, one commit per job instead of two.
  *
- * Faults (issue 9): a shutdown or a lost lock aborts the running job's signal and gives its claim
+ * Faults: a shutdown or a lost lock aborts the running job's signal and gives its claim
  * back, retrying a give-back the database refused until the shutdown deadline; a run that ignores
  * its abort is settled by a fenced write after a grace period and left behind; a failing round
  * backs off (capped), logs one line, and reopens the pool after a read-only error.
@@ -214,7 +214,7 @@ export class Consumer<J extends ClaimedJob, C extends QueueContext> {
         acquired = await lock.tryAcquire();
         failures = 0;
       } catch (err) {
-        // Truthful: nobody may hold the lock; this process cannot even ask (issue 9, item 7).
+        // Truthful: nobody may hold the lock; this process cannot even ask.
         if (failures++ === 0 || this.#state !== "no-connection") {
           this.#log.warn(
             { err: describe(err) },
@@ -279,7 +279,7 @@ export class Consumer<J extends ClaimedJob, C extends QueueContext> {
       wake.notify();
     }, this.#o.pollIntervalMs);
     let due: ReturnType<typeof setTimeout> | undefined;
-    // A job the last run claimed in its completing write (issue 11): run it without a round.
+    // A job the last run claimed in its completing write: run it without a round.
     let chained: J | null = null;
     // Leave to chain: only for a queue that recovers on the tick (one that recovers before every
     // claim, as ADR-022 requires of SSG, must not skip that by chaining); never once the run is
@@ -359,7 +359,7 @@ export class Consumer<J extends ClaimedJob, C extends QueueContext> {
   }
 
   // One line per failure (the stack at debug), a capped backoff, and a fresh pool after a
-  // read-only error (issue 9, item 4; lib/db.ts DbFault.recycle says why not a connection error).
+  // read-only error (lib/db.ts DbFault.recycle says why not a connection error).
   async #backOff(msg: string, err: unknown, active: AbortSignal): Promise<void> {
     this.#roundFailures++;
     const delayMs = faultDelayMs(++this.#errors, this.#o.maxErrorDelayMs ?? 5000);
@@ -410,7 +410,7 @@ export class Consumer<J extends ClaimedJob, C extends QueueContext> {
     })();
     this.#inFlight = current;
     // A run that ignores its abort (timeout, lost lock) must not hold the sequential queue: after
-    // the grace period it is settled by a fenced write and left behind (issue 9, review).
+    // the grace period it is settled by a fenced write and left behind.
     const grace = this.#o.abortGraceMs ?? 5000;
     let graceTimer: ReturnType<typeof setTimeout> | undefined;
     const ignored = new Promise<"ignored">((resolve) => {
@@ -458,7 +458,7 @@ export class Consumer<J extends ClaimedJob, C extends QueueContext> {
   }
 
   // Give the claim back; a database that refuses is retried with backoff until the shutdown
-  // deadline (issue 9, item 2). Outside a shutdown (lost lock) the budget is 5 s: the next lock
+  // deadline. Outside a shutdown (lost lock) the budget is 5 s: the next lock
   // acquisition gives this boot's rows back anyway.
   //
   // Each try waits at most GIVE_BACK_TRY_MS: a query queued behind a connection the server

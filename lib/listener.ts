@@ -1,6 +1,6 @@
 /**
  * NOTIFY → wake: one `sql.listen` per queue channel, on one dedicated listener connection, and a
- * liveness probe that proves delivery, not just the socket (issue 9, item 1).
+ * liveness probe that proves delivery, not just the socket.
  *
  * postgres.js re-listens by itself after a dropped connection and calls `onlisten` after the
  * first listen and every reconnect; a NOTIFY sent while disconnected is lost, so `onlisten` wakes

@@ -34,7 +34,7 @@ export interface QueueStats {
 
 /**
  * The consumer's leave, passed to {@linkcode Queue.run}, to claim the next job inside the
- * statement or transaction that completes this one (issue 11).
+ * statement or transaction that completes this one.
  *
  * @param sql the client the claim runs on (the pool, or the completing transaction).
  * @returns the queue lock's claim fence to AND into the claim's WHERE (lib/lock.ts), or null:
@@ -53,7 +53,7 @@ export type OrphanScope = "all" | "own";
 
 /**
  * Settle a claimed job: the queue's fenced write, in a transaction of its own, and its event only
- * once it has committed (STYLE.md §3). A fence that matches no row means the claim was lost: that
+ * once it has committed (docs/development.md). A fence that matches no row means the claim was lost: that
  * is logged, nothing changes, and the answer is false. A database fault is tried again
  * (lib/db.ts `retryFaults`; the fence makes a repeat harmless).
  *
@@ -89,7 +89,7 @@ export async function settleClaim(
   );
 }
 
-/** When a queue's {@linkcode Queue.recover} runs (STYLE.md §4: the queue decides). */
+/** When a queue's {@linkcode Queue.recover} runs (docs/development.md: the queue decides). */
 export type RecoverOn = "claim" | "poll";
 
 /** The least a claimed job carries: its id and the attempt count its claim wrote. */
@@ -100,11 +100,11 @@ export interface ClaimedJob {
 }
 
 /**
- * One queue: a module in `queues/` exporting these members (STYLE.md §4).
+ * One queue: a module in `queues/` exporting these members (docs/development.md).
  *
  * - `recoverOrphans` runs once each time the consumer acquires the queue's lock (first start,
  *   takeover after a SIGKILL, re-acquiring after a database restart), before the first claim.
- *   Holding the lock proves every row still in flight is orphaned (issue 9): rows claimed by
+ *   Holding the lock proves every row still in flight is orphaned: rows claimed by
  *   another boot id follow the queue's crash rule at once (no stale wait); rows claimed by this
  *   boot id were cut off by the lock loss, not a crash, and are given back (attempt not counted).
  *   With scope `"own"` it gives back this boot id's rows and touches no other: the consumer runs it
@@ -115,9 +115,9 @@ export interface ClaimedJob {
  *   finish. When it runs is the queue's `recoverOn`: `"claim"` (the default) before every claim,
  *   as ADR-022 requires of SSG (any `Running` row seen between jobs is dead); `"poll"` once after
  *   each lock acquisition and then on every poll tick, so its cost is paid per tick, not per job
- *   (issue 11: ingestion). It should return promptly once `signal` aborts.
+ *   (ingestion). It should return promptly once `signal` aborts.
  * - `claim` atomically takes the next job (one statement, SKIP LOCKED) or returns null. It ANDs
- *   `lockHeld` into its WHERE, so a claim without the queue lock takes nothing (issue 9).
+ *   `lockHeld` into its WHERE, so a claim without the queue lock takes nothing.
  * - `run` does the work and settles the job with fenced writes. Once `signal` aborts for shutdown
  *   or a lost lock it must reject with the signal's reason without settling anything; when the
  *   reason is a run timeout ({@linkcode isRunTimeout}) it settles the job as the queue sees fit.
@@ -134,7 +134,7 @@ export interface ClaimedJob {
  * - `abandon` (optional) settles, with a fenced write, a run that ignored its timeout for the
  *   grace period: the queue's crash rule (the attempt spent). Without it such a job is given back.
  * - `nextDueMs` (optional) says when the next job becomes due, so an idle consumer wakes for it
- *   instead of waiting for the poll (issue 9, item 8).
+ *   instead of waiting for the poll.
  */
 export interface Queue<J extends ClaimedJob, C extends QueueContext> {
   /** Short name for logs and events, e.g. `ingestion`. */

@@ -23,7 +23,7 @@ if (!Deno.env.get("DATABASE_URL")) {
 /**
  * What runs: `--run <script> …` a script against the same server (`deno task schema`); extra
  * arguments one `deno test`; none the whole suite in two rounds — the files that need only their
- * own schema (tests/lib, tests/queues, tests/books) with `--parallel`, then tests/process, whose
+ * own schema (every folder of tests/ but tests/process) with `--parallel`, then tests/process, whose
  * workers and signals are timed, one file at a time — and one summary line for both.
  */
 const rounds: string[][] = Deno.args[0] === "--run"
@@ -31,9 +31,17 @@ const rounds: string[][] = Deno.args[0] === "--run"
   : Deno.args.length > 0
   ? [["test", "-A", ...Deno.args]]
   : [
-    ["test", "-A", "--parallel", "tests/lib/", "tests/queues/", "tests/books/"],
+    ["test", "-A", "--parallel", ...ownSchemaFolders()],
     ["test", "-A", "tests/process/"],
   ];
+
+/** Every folder of tests/ but tests/process (and fixtures): the rooms whose files need only a schema. */
+function ownSchemaFolders(): string[] {
+  return [...Deno.readDirSync("tests")]
+    .filter((e) => e.isDirectory && e.name !== "process" && e.name !== "fixtures")
+    .map((e) => `tests/${e.name}/`)
+    .sort();
+}
 
 let child: Deno.ChildProcess | undefined;
 // A Ctrl-C reaches the child through the process group; SIGTERM or SIGHUP (a CI timeout, an

@@ -7,7 +7,8 @@
  * only.
  *
  * Usage: `deno run --allow-read --allow-run --allow-env tools/production_imports.ts [--remove]`
- * in the checkout's root. Prints one unused import name per line.
+ * in the checkout's root prints one unused import name per line (and removes them); with
+ * `--entries` instead, the entry modules, one per line.
  *
  * @module
  */
@@ -38,14 +39,21 @@ function importKey(specifier: string, keys: string[]): string | undefined {
   return keys.find((key) => key.endsWith("/") && specifier.startsWith(key));
 }
 
+/** The production module graphs of a checkout, as far as the image's builder needs them. */
+export interface ProductionGraph {
+  /** The entry modules, relative to the root: `main.ts` first, e.g. `books/extract_child.ts`. */
+  entries: string[];
+  /** Sorted `imports` keys no production module uses, e.g. `["playwright-core"]`. */
+  unused: string[];
+}
+
 /**
- * The `imports` keys of `<root>/deno.json` that no production module graph uses.
+ * The entry points of `<root>`'s production code and the `deno.json` imports none of them uses.
  *
  * @param root the checkout's root directory (absolute path, no trailing slash).
- * @returns sorted import names, e.g. `["parse-prometheus-text-format", "playwright-core"]`.
  * @throws Error when `deno info` fails on an entry point.
  */
-export async function unusedImports(root: string): Promise<string[]> {
+export async function productionGraph(root: string): Promise<ProductionGraph> {
   const config = JSON.parse(await Deno.readTextFile(`${root}/deno.json`));
   const keys = Object.keys(config.imports ?? {});
   const rootUrl = new URL(`file://${root}/`).href;
@@ -76,11 +84,15 @@ export async function unusedImports(root: string): Promise<string[]> {
       }
     }
   }
-  return keys.filter((key) => !used.has(key)).sort();
+  return { entries: [...done], unused: keys.filter((key) => !used.has(key)).sort() };
 }
 
 if (import.meta.main) {
-  const unused = await unusedImports(Deno.cwd());
+  const { entries, unused } = await productionGraph(Deno.cwd());
+  if (Deno.args.includes("--entries")) {
+    console.log(entries.join("\n"));
+    Deno.exit(0);
+  }
   for (const name of unused) console.log(name);
   if (Deno.args.includes("--remove") && unused.length > 0) {
     const removed = await new Deno.Command(Deno.execPath(), {

@@ -1,19 +1,19 @@
 /**
- * The admin dashboard at `/admin` (issue 12): an overview of every queue, a queue's jobs, one
+ * The admin dashboard at `/admin`: an overview of every queue, a queue's jobs, one
  * job, and the one action the rules allow — retrying a `Failed` job (ADR-022). Everything is read
  * through each queue's {@linkcode QueueView}; counts come from the background {@linkcode
  * StatsCache}, never counted per request.
  *
  * Auth: the token (`METRICS_TOKEN` when set, else `INTERNAL_API_TOKEN`) is given once on the login
  * form; the answer is a cookie holding a session id from this process's {@linkcode SessionStore}
- * (so signing out ends the session, review5), signed with HMAC-SHA256 under a key derived from the
+ * (so signing out ends the session), signed with HMAC-SHA256 under a key derived from the
  * token (never the token itself), `HttpOnly`, `SameSite=Strict`, `Path=/admin`, and `Secure` when
  * the request came over https. Every form post also passes `hono/csrf` (its Origin or
  * `Sec-Fetch-Site: same-origin` must match, as Sidekiq's `safe_request?`). Live updates come from
  * `/admin/events`, the job event stream behind the same cookie. Sign-in is rate-limited per
  * client address (lib/admin/login_limit.ts). Every answer carries `hono/secure-headers`: a CSP of
  * this origin's own files only (the style and the script are served from `/admin/assets/`, never
- * inline) and `X-Frame-Options: DENY` (review5).
+ * inline) and `X-Frame-Options: DENY`.
  *
  * @module
  */
@@ -48,8 +48,7 @@ export const SESSION_SECONDS = 12 * 3600;
 export const PAGE_SIZE = 50;
 /**
  * Largest `/admin` request body, in bytes (413 above it, before it is read): the sign-in form and
- * the retry button are far smaller, and the sign-in form is open to anyone who reaches the port
- * (review4: a 200 MB sign-in body grew the worker by 450 MB).
+ * the retry button are far smaller, and the sign-in form is open to anyone who reaches the port.
  */
 export const ADMIN_MAX_BODY_BYTES = 4 * 1024;
 
@@ -76,7 +75,7 @@ export interface AdminDeps extends EventStreamDeps {
   loginLimit?: { attempts?: number; windowMs?: number };
 }
 
-// A job id: 1 to the bigint maximum, as the /internal routes accept (issue 9, item 9). zod runs
+// A job id: 1 to the bigint maximum, as the /internal routes accept. zod runs
 // the refinement after a failed regex too: only a digit string is compared.
 const idParam = z.string().regex(/^[1-9]\d{0,18}$/).refine((raw) =>
   !/^\d+$/.test(raw) || BigInt(raw) <= 9223372036854775807n
@@ -124,7 +123,7 @@ export function adminRoutes(deps: AdminDeps): Hono {
         413,
       ),
   });
-  // First, so every answer under /admin carries them (review5): a CSP that allows only this
+  // First, so every answer under /admin carries them: a CSP that allows only this
   // origin's own files (the style and the live script are served below, never inline), no
   // framing (clickjacking the retry button), no sniffing. HSTS is left to the https proxy: the
   // worker itself speaks plain http.
@@ -160,8 +159,8 @@ export function adminRoutes(deps: AdminDeps): Hono {
     return c.html(<LoginPage />);
   });
 
-  // Refused sign-ins are counted per client address; past the limit, 429 with Retry-After
-  // (review5: a wrong token only logged a warning, so guessing was unbounded).
+  // Refused sign-ins are counted per client address; past the limit, 429 with Retry-After, so
+  // guessing the token is bounded.
   const limited = loginLimit({
     ...deps.loginLimit,
     onLimited: (c, client) => {

@@ -1,5 +1,5 @@
 /**
- * Prometheus metrics (issue 12), on a private prom-client `Registry`, every name prefixed
+ * Prometheus metrics, on a private prom-client `Registry`, every name prefixed
  * `textstack_worker_`, per-queue series labelled `queue` (never a job or edition id).
  *
  * - Point-in-time gauges (jobs by status, oldest runnable age, open breakers, connections) are

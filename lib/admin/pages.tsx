@@ -3,11 +3,11 @@
  * The dashboard's pages, server-rendered with Hono JSX (no build step, no client templates).
  * Elements marked `data-live-region` (with an `id`) are what the page's few lines of script swap
  * in after a job event: it re-fetches the same URL and replaces each region by id (GoodJob's
- * live poll, issue 12). Plain links, forms and buttons throughout, so the keyboard works.
+ * live poll). Plain links, forms and buttons throughout, so the keyboard works.
  *
  * The style and the script are files the dashboard serves ({@linkcode DASHBOARD_CSS},
  * {@linkcode LIVE_JS}), never inline: the pages' Content-Security-Policy allows only `'self'`
- * (review5, lib/admin/dashboard.tsx).
+ * (lib/admin/dashboard.tsx).
  *
  * @module
  */

@@ -1,6 +1,6 @@
 /**
  * A queue's admin view: what `/admin` and `/metrics` read about one queue, each answered by the
- * queue's own statements (issue 12: no generic layer guesses at tables). Each queue has a
+ * queue's own statements (no generic layer guesses at tables). Each queue has a
  * `queues/<queue>_view.ts` exporting one {@linkcode QueueView} over its module's `stats(sql)` and
  * `retry`; main.ts lists them.
  *

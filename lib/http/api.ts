@@ -2,7 +2,7 @@
  * The internal HTTP API: `createApi(deps)` returns the Hono app (it never calls `Deno.serve`).
  *
  * - `GET /healthz`: no token; 200 while the process answers. It never touches the database, so a
- *   database outage never gets the worker restarted (issue 9, item 6; EXAMPLES.md §4).
+ *   database outage never gets the worker restarted.
  * - `GET /readyz`: no token; 200 when ready to take traffic (migrated, database answers, every
  *   consumer holds its lock or stands by for a real holder, listener live), else 503 with the
  *   failing checks; 503 from the first shutdown signal on.
@@ -12,14 +12,14 @@
  *   without subscribing; refused (503) from the first shutdown signal on.
  * - `GET /internal/openapi.json`: the OpenAPI 3.1 document of every `/internal` route
  *   (lib/http/openapi_document.ts, loaded on the first request), generated from the validators' own
- *   schemas (issue 12).
+ *   schemas.
  * - `apps`: mounted at the root with their own auth (`/metrics`, `/admin`). A {@linkcode LazyApp}
- *   is loaded on the first request under its prefix (issue 11, memory: the dashboard is not held
+ *   is loaded on the first request under its prefix (the dashboard is not held
  *   at idle until someone opens it) and answers as if mounted.
  *
  * Every error is JSON `{ error }`: an `HTTPException` keeps its status, bad input is 4xx, a wrong
  * method on a known path is 405 with `Allow` (for every route, mounted ones too), a database
- * that is unavailable is 503, anything else is logged and answered 500 (STYLE.md §7).
+ * that is unavailable is 503, anything else is logged and answered 500 (docs/development.md).
  *
  * @module
  */
@@ -66,8 +66,8 @@ export interface ApiDeps {
 }
 
 /**
- * An app mounted at the root but loaded on the first request under `prefix` (a dynamic import,
- * issue 11: what no request needs is not held in memory). It answers as a mounted app does: a
+ * An app mounted at the root but loaded on the first request under `prefix` (a dynamic import:
+ * what no request needs is not held in memory). It answers as a mounted app does: a
  * wrong method on one of its paths is 405 with `Allow`, an unknown path the API's JSON 404, and
  * an error it throws reaches the API's `onError`. A load that fails is tried again on the next
  * request.
@@ -98,8 +98,8 @@ const OPENAPI_INFO = {
  * Answer with the live job event stream as Server-Sent Events: `ready` once subscribed, then one
  * event per committed transition, through a drop-oldest subscription and a drain registered with
  * the lifecycle, so shutdown closes it within the budget (ADR-052). From the first shutdown
- * signal on it refuses new streams (503, issue 9 item 6); a `HEAD` is answered without
- * subscribing (issue 9 item 9).
+ * signal on it refuses new streams (503); a `HEAD` is answered without
+ * subscribing.
  *
  * @param name the subscriber's name in logs, e.g. `events subscriber 3`.
  * @returns the streaming response, or the 503 / `HEAD` answer.
@@ -107,11 +107,11 @@ const OPENAPI_INFO = {
  * app.get("/admin/events", (c) => streamEvents(c, deps, "admin subscriber 1"));
  */
 export function streamEvents(c: Context, deps: EventStreamDeps, name: string): Response {
-  // A process that is leaving takes no new streams (issue 9, item 6).
+  // A process that is leaving takes no new streams.
   if (deps.lifecycle.stopping.aborted) {
     return c.json({ error: "Shutting down: connect to another instance" }, 503);
   }
-  // Hono runs the GET handler for HEAD: answer it without subscribing (issue 9, item 9).
+  // Hono runs the GET handler for HEAD: answer it without subscribing.
   if (c.req.method === "HEAD") {
     return c.body(null, 200, {
       "content-type": "text/event-stream",
@@ -211,8 +211,7 @@ export function createApi(deps: ApiDeps): Hono {
     onError: (c) => c.json({ error: `Request body exceeds ${MAX_BODY_BYTES} bytes` }, 413),
   });
   const unlimited = new Set((deps.unlimitedBodies ?? []).map((path) => `/internal${path}`));
-  // Only a multipart upload is exempt: the same path's JSON body is read whole (review4: 30 MB
-  // of JSON there was buffered and parsed).
+  // Only a multipart upload is exempt: the same path's JSON body is read whole.
   app.use(
     "/internal/*",
     (c, next) =>
@@ -245,7 +244,7 @@ export function createApi(deps: ApiDeps): Hono {
       responses: { 200: "The document" },
       database: false,
     }),
-    // The document's builder is loaded on the first request (issue 11, memory).
+    // The document's builder is loaded on the first request.
     async (c) => {
       const { openApiDocument } = await import("./openapi_document.ts");
       return c.json(openApiDocument(app, "/internal", OPENAPI_INFO));

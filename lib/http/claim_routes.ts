@@ -80,7 +80,7 @@ interface Checked {
   error?: { issues: ReadonlyArray<{ path: ReadonlyArray<PropertyKey>; message: string }> };
 }
 
-/** zValidator's hook: bad input is a 400 JSON error that names the field (STYLE.md §7). */
+/** zValidator's hook: bad input is a 400 JSON error that names the field (docs/development.md). */
 export function invalid(result: Checked): Response | undefined {
   if (result.success || !result.error) return undefined;
   const issue = result.error.issues[0];

@@ -1,6 +1,6 @@
 /**
- * The OpenAPI 3.1 document of the API (issue 12), built from what lib/http/openapi.ts recorded on the
- * routes. Loaded on the first `GET /internal/openapi.json`, not at startup (issue 11, memory).
+ * The OpenAPI 3.1 document of the API, built from what lib/http/openapi.ts recorded on the
+ * routes. Loaded on the first `GET /internal/openapi.json`, not at startup.
  *
  * {@linkcode openApiDocument} walks a Hono app's registered routes (mounted sub-apps included,
  * paths in full) and turns every recorded schema into JSON Schema with zod 4's `z.toJSONSchema`.
@@ -9,7 +9,7 @@
  * too come from the checking code.
  *
  * Every operation also lists the error answers of the layers in front of its handler, each a
- * JSON `{ error }` ({@linkcode ERROR_RESPONSES}, review5): 401 (the bearer guard) and 405 (a wrong
+ * JSON `{ error }` ({@linkcode ERROR_RESPONSES}): 401 (the bearer guard) and 405 (a wrong
  * method on the path) always, 503 unless the route never touches the database, 400 when it has
  * parameters or a body to validate, 404 when its path names a resource, 413 when it takes a body.
  * A status the route describes itself keeps its own description.
@@ -31,7 +31,7 @@ const header = (description: string) => ({ description, schema: { type: "string"
 
 /**
  * The error answers shared by every `/internal` route, by status, as the document's
- * `components.responses` (review5: the document listed no 401 or 503).
+ * `components.responses`.
  */
 export const ERROR_RESPONSES: Readonly<Record<number, { name: string; response: Json }>> = {
   400: {

@@ -60,7 +60,7 @@ export const INTERRUPTED = "interrupted (consumer restarted)";
 /**
  * No time-based settings: no stale rule (the poller's startup `recover` is the crash recovery)
  * and no run timeout (the host command's own). `AUTO_PUBLISH_STALE_AFTER_MS` and
- * `AUTO_PUBLISH_TIMEOUT_MS` would be ignored, so a set value stops startup (review5).
+ * `AUTO_PUBLISH_TIMEOUT_MS` would be ignored, so a set value stops startup.
  */
 export const defaults: QueueDefaults<null, null> = {
   envPrefix: "AUTO_PUBLISH",
@@ -130,7 +130,7 @@ export interface AutoPublishSettings {
  * Read `AUTO_PUBLISH_ON_INGEST` (`true`/`false`/`1`/`0`, default on), `INDEXNOW_URL`,
  * `INDEXNOW_KEY` and `SITE_URL` (both required once `INDEXNOW_URL` is set). `INDEXNOW_KEY` is
  * checked whenever it is set, and the time settings this queue lacks ({@linkcode defaults}) must
- * be unset: every setting is checked at startup (review5).
+ * be unset: every setting is checked at startup.
  *
  * @param env variables by name; an empty string counts as unset.
  * @throws {ConfigError} naming the variable, e.g.
@@ -168,7 +168,7 @@ export function parseSettings(
         `INDEXNOW_URL), received ${key ? `${key.length} characters` : '""'}`,
     );
   const goodKey = /^[A-Za-z0-9-]{8,128}$/.test(key);
-  // Checked whenever it is set, INDEXNOW_URL or not (review5).
+  // Checked whenever it is set, INDEXNOW_URL or not.
   if (key && !goodKey) throw keyError();
   let indexNow: IndexNowSettings | null = null;
   if (env.INDEXNOW_URL) {
@@ -181,9 +181,9 @@ export function parseSettings(
 }
 
 /**
- * The statement that creates an edition's job when its ingestion completes (issue 8;
- * `AUTO_PUBLISH_ON_INGEST`), run as a part of the ingestion's completing statement, so it commits
- * with the edition or not at all, and costs no round trip of its own (issue 11). Same refusals as
+ * The statement that creates an edition's job when its ingestion completes
+ * (`AUTO_PUBLISH_ON_INGEST`), run as a part of the ingestion's completing statement, so it commits
+ * with the edition or not at all, and costs no round trip of its own. Same refusals as
  * the API ({@linkcode enqueue}): no second job while the edition has one `Queued` or `Running` (the
  * partial unique index), none while its breaker is open. A refusal writes nothing and the
  * ingestion still commits. The edition exists: the same statement saved it (its own rows are not
@@ -241,7 +241,7 @@ const COLUMNS = [
 
 /**
  * Queue an auto-publish job for an edition, unless it already has one `Queued` or `Running` or
- * the breaker is open (ADR-022 row 5, issue 8). Call it inside the ingestion save's transaction to
+ * the breaker is open (ADR-022 row 5). Call it inside the ingestion save's transaction to
  * create the job with the edition.
  *
  * @param sql the pool, or the caller's transaction.
@@ -408,7 +408,7 @@ export async function recover(ctx: Pick<AutoPublishContext, "sql" | "events">): 
 /**
  * Claim the next job: `Queued`, highest priority first, then oldest (ADR-022: keep `ORDER BY
  * priority DESC, created_at`). One statement: the scalar `id = (select … for update skip locked
- * limit 1)` takes exactly one row (STYLE.md §3), counts the attempt and mints a fresh token.
+ * limit 1)` takes exactly one row (docs/development.md), counts the attempt and mints a fresh token.
  *
  * With a claim key (docs/claim-keys.md) the claim is safe to repeat: under a transaction-level
  * advisory lock on the key (a repeat that arrives while the first is still running waits for it),

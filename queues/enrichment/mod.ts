@@ -18,7 +18,7 @@
  * - Failed → Pending: {@linkcode retry}, the admin retry (attempts reset, error cleared).
  *
  * Stale rule: `Running` started more than `staleAfterMs` ago (default 10 min) → `Pending`, the
- * attempt spent. Beyond the ADR (issue 7): at {@linkcode MAX_ATTEMPTS} it is `Failed` instead, so
+ * attempt spent. Beyond the ADR: at {@linkcode MAX_ATTEMPTS} it is `Failed` instead, so
  * one book can never loop on paid calls.
  *
  * @module
@@ -35,7 +35,7 @@ import {
   type QueueStats,
   settleClaim,
 } from "../../lib/queue.ts";
-// The engines are loaded on the first run, not at startup (issue 11, memory): their libraries
+// The engines are loaded on the first run, not at startup: their libraries
 // (franc-min, iso-639-3, stopword, syllable; the openai SDK) hold about 30 MB a worker that never
 // enriches a book has no use for.
 import type { LocalMetadata } from "./_local.ts";
@@ -54,7 +54,7 @@ export const defaults: QueueDefaults = {
   staleAfterMs: 600_000,
   timeoutMs: 180_000,
 };
-/** Attempts before enrichment is `Failed` for good (issue 7, beyond the ADR). */
+/** Attempts before enrichment is `Failed` for good. */
 export const MAX_ATTEMPTS = 3;
 /** Characters of the book's text sent to the remote engine. */
 export const EXCERPT_CHARS = 12_000;
@@ -105,8 +105,7 @@ export interface EnrichmentView {
 
 /**
  * Read the remote engine's settings: on when `ENRICHMENT_API_URL` is set. Every one is checked
- * whenever it is set, the engine on or off (review5: a bad `ENRICHMENT_API_TIMEOUT_MS` was
- * ignored while the URL was unset, and only stopped the worker once someone set the URL).
+ * whenever it is set, the engine on or off.
  *
  * @param env variables by name; an empty string counts as unset.
  * @returns the settings, or null when `ENRICHMENT_API_URL` is unset.
@@ -245,7 +244,7 @@ export async function stats(sql: Sql): Promise<QueueStats> {
 
 /**
  * Stale recovery, on every wake: `Running` started more than `staleAfterMs` ago → `Pending` with
- * the attempt spent, or `Failed` at the cap (ADR-022 row 3; the cap is issue 7's). One statement.
+ * the attempt spent, or `Failed` at the cap (ADR-022 row 3; the cap is this queue's own, beyond the ADR). One statement.
  */
 export async function recover(ctx: EnrichmentContext, _signal: AbortSignal): Promise<void> {
   const rows = await ctx.sql<{ id: string; status: EnrichmentStatus; attempt_count: number }[]>`
@@ -330,7 +329,7 @@ function pick(row: { status: EnrichmentStatus; attempt_count: number }) {
 /**
  * Claim the oldest `Pending` book: one atomic conditional UPDATE `Pending` → `Running` (ADR-022
  * row 3), the scalar `id = (select … for update skip locked limit 1)` taking exactly one row
- * (STYLE.md §3). Counts the attempt and stamps this boot's id.
+ * (docs/development.md). Counts the attempt and stamps this boot's id.
  *
  * @param lockHeld the queue lock's claim fence (lib/lock.ts): without the lock, nothing is claimed.
  *   Omitted only by tests that call the verb directly.
@@ -356,7 +355,7 @@ export async function claim(
     )
     returning id, metadata_enrichment_attempt_count as attempt_count,
               metadata_enrichment_claimed_by as claimed_by, title, author, (
-                -- The wake latency (issue 12): a subquery in RETURNING reads the statement's
+                -- The wake latency: a subquery in RETURNING reads the statement's
                 -- snapshot, so it sees the row as it was before this claim: Pending since its
                 -- last write (the completing ingestion, a give-back, a retry, a recovery).
                 select extract(epoch from now() - o.updated_at)::float8
@@ -461,7 +460,7 @@ type TxFragment = ReturnType<TxSql>;
 
 // Every write that settles a claimed book goes through here. It matches the row as this run
 // claimed it (Running, this attempt, this boot); 0 rows means the claim was lost: log it, change
-// nothing (STYLE.md §3). The event is published only once the write has committed.
+// nothing (docs/development.md). The event is published only once the write has committed.
 async function settle(
   ctx: EnrichmentContext,
   job: EnrichmentJob,

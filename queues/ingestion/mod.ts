@@ -20,19 +20,19 @@
  *
  * Crash rule: holding the queue lock proves a `Processing` row's consumer is gone, so
  * {@linkcode recoverOrphans} recovers every such row when the consumer takes the lock — after a
- * SIGKILL the successor re-picks the job at once, not after the stale threshold (issue 9, item 3).
+ * SIGKILL the successor re-picks the job at once, not after the stale threshold.
  * Stale rule, the fallback: a `Processing` row claimed more than `staleAfterMs` ago (default
  * 10 min) is taken again by the claim while `attempt_count` < {@linkcode MAX_ATTEMPTS}, and
  * {@linkcode recover} fails it at the cap. With the lock held nobody re-picks a running job, so a
  * run may outlive `staleAfterMs`; the run timeout, not the stale rule, bounds one run.
  *
  * When recovery runs ({@linkcode recoverOn}): at lock acquisition and on the poll tick, not before
- * every claim (issue 11). The lock holder is the only consumer, its orphans are recovered when it
+ * every claim. The lock holder is the only consumer, its orphans are recovered when it
  * takes the lock, and what `recover` still finds — a stale row at the cap, an asset write cut short
  * — can wait for the tick; paying for it before each claim cost two statements per job. ADR-022's
  * "before every claim" is SSG's rule (and SEO's), which keep it.
  *
- * Cost per job (issue 11): one statement saves the edition and its chapters, completes the job,
+ * Cost per job: one statement saves the edition and its chapters, completes the job,
  * creates its auto-publish job and claims the next job ({@linkcode run} with `claimNext`); with no
  * resources to store it is a transaction of its own, so a drain of such books costs that statement
  * and the asset mark after the files are written: two round trips, two commits per job. A book with
@@ -101,13 +101,13 @@ export interface IngestionContext extends QueueContext {
    * truncated result on cancel instead of throwing, the case ADR-022 says must never be saved.
    */
   readonly extract?: (path: string, signal: AbortSignal) => Promise<ExtractedBook>;
-  /** A part another queue adds to the completing statement (issue 8: auto-publish). */
+  /** A part another queue adds to the completing statement (auto-publish). */
   readonly onEditionSaved?: EditionSavedHook;
 }
 
 /**
- * A part of the completing statement that another queue adds (issue 8: auto-publish creates the
- * edition's job): it commits with the save or not at all, and costs no round trip (issue 11).
+ * A part of the completing statement that another queue adds (auto-publish creates the
+ * edition's job): it commits with the save or not at all, and costs no round trip.
  */
 export interface EditionSavedHook {
   /**
@@ -258,7 +258,7 @@ export async function recover(ctx: IngestionContext, signal: AbortSignal): Promi
       attempt: row.attempt_count,
     });
   }
-  // Bounded in time, and its faults never block the claims (issue 9, review): the chapters are in
+  // Bounded in time, and its faults never block the claims: the chapters are in
   // the database, and the next wake repairs the rest.
   const budget = AbortSignal.any([signal, AbortSignal.timeout(REPAIR_BUDGET_MS)]);
   try {
@@ -278,7 +278,7 @@ export async function recover(ctx: IngestionContext, signal: AbortSignal): Promi
 
 /**
  * Recover every row still in flight, once per lock acquisition (the lock proves their consumer is
- * gone; issue 9). A row claimed by another boot id follows the crash rule: `Queued` and due at
+ * gone). A row claimed by another boot id follows the crash rule: `Queued` and due at
  * once with its attempt spent, or `Failed` at the cap. A row claimed by this boot id was cut off
  * by a lost lock (a database restart), not by a crash: it is given back, the attempt not counted,
  * so database blips never use up a job's attempts. One statement.
@@ -335,7 +335,7 @@ export async function recoverOrphans(
 
 /**
  * Time until the earliest `Queued` job waiting on a future `run_after` (a transient retry)
- * becomes due, on the database clock; the consumer arms a wake for it (issue 9, item 8).
+ * becomes due, on the database clock; the consumer arms a wake for it.
  *
  * @returns ms from now, or null when no job waits for a future time.
  */
@@ -370,7 +370,7 @@ export async function claim(
 // The claim, as a statement of its own ({@linkcode claim}) or as the last part of the completing
 // statement ({@linkcode run}, chained). The scalar `id = (select … for update skip locked limit 1)`
 // takes exactly one row: `id in (select …)` may be re-run per row by the planner and claim several
-// (STYLE.md §3). `where` holds the lock's fence, and what else a chained claim requires.
+// (docs/development.md). `where` holds the lock's fence, and what else a chained claim requires.
 function claimStatement(ctx: IngestionContext, sql: Sql | TxSql, where: Fragment): Fragment {
   return sql`
     update ingestion_jobs
@@ -410,7 +410,7 @@ function publishClaimed(ctx: IngestionContext, job: IngestionJob): void {
 /**
  * Delete finished jobs (`Completed`, `Failed`) whose `finished_at` is more than
  * `INGESTION_RETENTION_DAYS` ago, {@linkcode PRUNE_BATCH} rows per statement, for at most
- * {@linkcode PRUNE_BUDGET_MS}; the rest waits for the next tick (issue 11). The consumer calls it
+ * {@linkcode PRUNE_BUDGET_MS}; the rest waits for the next tick. The consumer calls it
  * on the poll tick, never before a claim. A `Failed` job past the retention goes too: its admin
  * retry with it. Does nothing when no retention is set.
  *
@@ -462,7 +462,7 @@ export async function giveBack(ctx: IngestionContext, job: IngestionJob): Promis
 
 /**
  * Settle a run that ignored its abort (a timeout) for the grace period: the crash rule, fenced on
- * the claim — `Queued` with the attempt spent under the cap, else `Failed` (issue 9, review).
+ * the claim — `Queued` with the attempt spent under the cap, else `Failed`.
  *
  * @param reason why, for the job's `error`.
  * @returns false when the fence matched no row.
@@ -495,7 +495,7 @@ export async function abandon(
  * one fenced transaction; after it commits, write the chapter assets and delete the previous
  * version's. An unreadable file is `Failed` at once; any other fault is retried under the cap.
  *
- * With `claimNext` (the consumer's leave, issue 11) the statement that completes the job also
+ * With `claimNext` (the consumer's leave) the statement that completes the job also
  * claims the next one, so the drain pays one commit per job, not two: the next job's attempt is
  * counted in the same commit as this job's completion. If the database crashes before that commit,
  * both roll back (this job stays `Processing` and is given back when the lock is taken again,
@@ -597,7 +597,7 @@ async function save(
   };
   let saved: Saved;
   if (resources.length === 0) {
-    // Nothing else to write: the statement is the transaction (issue 11).
+    // Nothing else to write: the statement is the transaction.
     [saved] = await runCancellable(ctx.sql, statement, signal);
     check(saved);
   } else {
@@ -655,12 +655,12 @@ async function save(
 }
 
 // The completing statement: fence, edition, chapters, `Completed`, the hook's part and the
-// chained claim, one round trip (issue 11; it was nine statements in a transaction). Its parts, in
+// chained claim, one round trip (it was nine statements in a transaction). Its parts, in
 // the order they take effect:
 // - `job`: the fence. It also row-locks the job, so a concurrent give-back waits and then matches
 //   nothing, instead of un-counting a completed job. Every write below depends on it.
 // - `created` / `updated`: a new edition (asset version 1) or the re-ingested one (version + 1),
-//   with what the chapters alone do not hold (issue 10: language, direction, warnings; and the
+//   with what the chapters alone do not hold (language, direction, warnings; and the
 //   licence, kept beside the chapters, never in them).
 // - `chapters`: one row per chapter from two arrays (no per-row parameters, so a 2,000-chapter
 //   book is one statement too). A re-ingest overwrites positions it has, and `tail` deletes the
@@ -755,7 +755,7 @@ type TxFragment = ReturnType<TxSql>;
 
 // Every write that settles a claimed row goes through here (the completion excepted: it fences
 // inside the transaction that saves the edition). It matches the row as this run claimed it; 0
-// rows means the claim was lost: log it, change nothing (STYLE.md §3). The event is published
+// rows means the claim was lost: log it, change nothing (docs/development.md). The event is published
 // only once the write has committed.
 async function settle(
   ctx: IngestionContext,
@@ -772,7 +772,7 @@ async function settle(
 }
 
 // Job errors name files relative to STORAGE_DIR: the absolute layout of the host is not the
-// API client's business (issue 9, item 9).
+// API client's business.
 function relativeToStorage(ctx: IngestionContext, text: string): string {
   const roots = new Set([resolvePath(ctx.storageDir)]);
   try {

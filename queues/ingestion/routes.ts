@@ -20,7 +20,7 @@ import { editionExists, enqueue, getJob, type IngestionContext, retry } from "./
 import { readEditionSummary } from "./_fidelity.ts";
 import { resolveSourceFile, resolveSourcePath } from "../../books/source_path.ts";
 
-// Every id enqueue can hand out: 1 to the bigint maximum, 2^63 - 1 (issue 9, item 9).
+// Every id enqueue can hand out: 1 to the bigint maximum, 2^63 - 1.
 const MAX_ID = 9223372036854775807n;
 const id = z.string().regex(/^[1-9]\d{0,18}$/, "expected a positive integer id").refine(
   // zod runs the refinement after a failed regex too: only a digit string is compared.
@@ -33,7 +33,7 @@ const enqueueBody = z.strictObject({
   edition_id: z.union([id, z.number().int().positive().transform(String)]).optional(),
 });
 
-// Bad input is a 4xx JSON error that names the field (STYLE.md §7), never zod's raw dump.
+// Bad input is a 4xx JSON error that names the field (docs/development.md), never zod's raw dump.
 interface Checked {
   success: boolean;
   error?: { issues: ReadonlyArray<{ path: ReadonlyArray<PropertyKey>; message: string }> };
@@ -110,7 +110,7 @@ export function ingestionRoutes(ctx: IngestionContext): Hono {
   app.get("/jobs/:id", readDoc, zValidator("param", z.object({ id }), invalid), async (c) => {
     const job = await getJob(ctx, c.req.valid("param").id);
     if (!job) return c.json({ error: "No such ingestion job" }, 404);
-    // The edition as the job left it: what a reader will see, and what was imperfect (issue 10).
+    // The edition as the job left it: what a reader will see, and what was imperfect.
     const edition = job.edition_id ? await readEditionSummary(ctx.sql, job.edition_id) : null;
     return c.json({ ...job, edition });
   });

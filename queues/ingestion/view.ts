@@ -1,7 +1,7 @@
 /**
  * The ingestion queue's admin view (lib/admin/queue_view.ts): its own statements for `/admin` and
  * `/metrics` — pages of `ingestion_jobs`, one job, the last hour's settled jobs, and a job's
- * edition (its chapters and its warnings, issue 10).
+ * edition (its chapters and its warnings).
  *
  * @module
  */

@@ -55,7 +55,7 @@ export const name = "seo_backfill";
 export const table = "seo_backfill_jobs";
 /**
  * Settings: `SEO_STALE_AFTER_MS` (default 1 h, ADR-022 "Per queue"). No `SEO_TIMEOUT_MS`: the host
- * command bounds its own run; a set value stops startup (review5: it was read and ignored).
+ * command bounds its own run; a set value stops startup.
  */
 export const defaults: QueueDefaults<number, null> = {
   envPrefix: "SEO",
@@ -66,7 +66,7 @@ export const defaults: QueueDefaults<number, null> = {
       "(the stale sweep, SEO_STALE_AFTER_MS, fails one that never settles)",
   },
 };
-/** Most jobs one claim may take (issue 8: 1 ≤ N ≤ 50). */
+/** Most jobs one claim may take (1 ≤ N ≤ 50). */
 export const MAX_CLAIM = 50;
 
 /** Statuses of `seo_backfill_jobs.status`. */
@@ -242,7 +242,7 @@ export async function recover(
 /**
  * Sweep, then claim up to `limit` `Queued` jobs, oldest first: one statement whose CTE locks the
  * rows (`for update skip locked`, evaluated once) and whose UPDATE counts each attempt and mints
- * each job its own token (never `id in (select …)`: STYLE.md §3).
+ * each job its own token (never `id in (select …)`: docs/development.md).
  *
  * With a claim key (docs/claim-keys.md) the claim is safe to repeat. The sweep runs first,
  * unchanged (ADR-022). Then, under a transaction-level advisory lock on the key (a repeat that

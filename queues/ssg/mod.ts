@@ -3,7 +3,7 @@
  * process's one ssg consumer (lib/consumer.ts, the "ssg-worker" of ADR-022), fed by
  * `POST /internal/ssg/rebuild-all` and by every publish or unpublish ({@linkcode publishEdition}).
  * Only `Full` jobs (ADR-022 row 4, as shipped 2026-10-08; ADR-023 removed per-edit jobs). No
- * periodic or automatic trigger exists (#992: rebuilds are manual or follow a publish).
+ * periodic or automatic trigger exists (ADR-022: rebuilds are manual or follow a publish).
  *
  * Transitions:
  * - (none) → Queued: {@linkcode enqueue} (rebuild-all, {@linkcode publishEdition}). At most one
@@ -13,7 +13,7 @@
  *   scalar-sub-select claim.
  * - Running → Completed: {@linkcode run}, fenced, in the transaction that switches the live site.
  * - Running → Failed: {@linkcode run} when the render fails or exceeds `SSG_TIMEOUT_MS` (a hung
- *   render ends Failed, ADR-022 #757); {@linkcode recover} for any `Running` row.
+ *   render ends Failed, ADR-022); {@linkcode recover} for any `Running` row.
  * - Running → Queued: {@linkcode giveBack} on shutdown (attempt not counted, no error text); a
  *   follow-up already `Queued` is coalesced into the given-back job (deleted: the given-back job
  *   re-runs after the follow-up's write and renders it).
@@ -38,7 +38,7 @@ import {
   type QueueStats,
 } from "../../lib/queue.ts";
 // The renderer (htmlparser2, dom-serializer, Hono's JSX: about 6 MB) is loaded by the first
-// render, not at startup (issue 11, memory).
+// render, not at startup.
 import { buildsDir, finishBuild, pruneBuilds, startBuild, switchLive } from "../../site/builds.ts";
 import { siteSource } from "./_site.ts";
 
@@ -47,9 +47,9 @@ export const name = "ssg";
 /** The queue table; NOTIFY channel `<schema>.ssg_rebuild_jobs`. */
 export const table = "ssg_rebuild_jobs";
 /**
- * Settings: `SSG_TIMEOUT_MS` (default 10 min: then the render is `Failed`, ADR-022 #757). No stale
+ * Settings: `SSG_TIMEOUT_MS` (default 10 min: then the render is `Failed`, ADR-022). No stale
  * rule, so no `SSG_STALE_AFTER_MS`: every `Running` row is dead before a claim, at any age; a set
- * value stops startup (review5).
+ * value stops startup.
  */
 export const defaults: QueueDefaults<null> = {
   envPrefix: "SSG",
@@ -276,7 +276,7 @@ export async function recoverOrphans(ctx: SsgContext, _signal: AbortSignal): Pro
 /**
  * Claim the oldest `Queued` job, in the ADR's shape: one UPDATE whose scalar sub-select takes the
  * row with SKIP LOCKED, so the claim and its counted attempt commit together and exactly one row
- * is taken (STYLE.md §3), plus the `claimed_by` fence every queue has.
+ * is taken (docs/development.md), plus the `claimed_by` fence every queue has.
  *
  * @param lockHeld the queue lock's claim fence (lib/lock.ts): without the lock, nothing is claimed.
  *   Omitted only by tests that call the verb directly.
@@ -295,7 +295,7 @@ export async function claim(ctx: SsgContext, lockHeld?: Fragment): Promise<SsgJo
       for update skip locked
     )
     returning id, attempt_count, claimed_by, (
-      -- The wake latency (issue 12): a subquery in RETURNING reads the statement's snapshot, so it
+      -- The wake latency: a subquery in RETURNING reads the statement's snapshot, so it
       -- sees the row as it was before this claim: runnable since its last write (insert,
       -- give-back, retry).
       select extract(epoch from now() - o.updated_at)::float8

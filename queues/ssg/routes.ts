@@ -26,7 +26,7 @@ import { getJob, publishEdition, requestRebuild, retry } from "./mod.ts";
 const id = z.string().regex(/^[1-9]\d{0,17}$/, "expected a positive integer id");
 const params = z.object({ id });
 
-// Bad input is a 4xx JSON error that names the field (STYLE.md §7), never zod's raw dump.
+// Bad input is a 4xx JSON error that names the field (docs/development.md), never zod's raw dump.
 function invalid(result: { success: boolean }): Response | undefined {
   if (result.success) return undefined;
   return Response.json({ error: "Invalid id: expected a positive integer id" }, { status: 400 });

