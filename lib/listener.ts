@@ -19,6 +19,15 @@ import type { Sql } from "./db.ts";
 import type { Logger } from "./log.ts";
 import type { Wake } from "./wake.ts";
 
+/**
+ * What a channel's notifications reach: a payload on each NOTIFY, and a call on every (re)listen
+ * (a NOTIFY sent while disconnected is lost, so the subscriber catches up then).
+ */
+export interface ChannelHandler {
+  notify(payload: string): void;
+  relisten(): void;
+}
+
 /** A live subscription to one channel. */
 export interface Listening {
   /** Stop listening on the channel. */
@@ -83,7 +92,7 @@ export interface ListenerOptions {
  */
 export class Listener {
   readonly #o: ListenerOptions;
-  readonly #channels = new Map<string, Wake>();
+  readonly #channels = new Map<string, ChannelHandler>();
   readonly #token = crypto.randomUUID();
   #sql: Sql;
   #pending: { seq: number; resolve: () => void } | undefined;
@@ -125,13 +134,17 @@ export class Listener {
   }
 
   /**
-   * Wake `wake` on each NOTIFY of `channel`, and on every (re)listen.
+   * Wake `wake` on each NOTIFY of `channel`, and on every (re)listen; or hand each payload to a
+   * {@linkcode ChannelHandler}.
    *
    * @throws the connection error when the first LISTEN fails.
    */
-  async listen(channel: string, wake: Wake): Promise<void> {
-    this.#channels.set(channel, wake);
-    await this.#subscribe(this.#sql, channel, wake);
+  async listen(channel: string, wake: Wake | ChannelHandler): Promise<void> {
+    const handler: ChannelHandler = "relisten" in wake
+      ? wake
+      : { notify: () => wake.notify(), relisten: () => wake.notify() };
+    this.#channels.set(channel, handler);
+    await this.#subscribe(this.#sql, channel, handler);
   }
 
   /**
@@ -223,8 +236,8 @@ export class Listener {
     old.end({ timeout: 0 }).catch(() => {});
     try {
       await this.#subscribeProbe(this.#sql);
-      for (const [channel, wake] of this.#channels) {
-        await this.#subscribe(this.#sql, channel, wake);
+      for (const [channel, handler] of this.#channels) {
+        await this.#subscribe(this.#sql, channel, handler);
       }
     } catch (err) {
       this.#o.log.warn(
@@ -234,15 +247,15 @@ export class Listener {
     }
   }
 
-  async #subscribe(sql: Sql, channel: string, wake: Wake): Promise<void> {
+  async #subscribe(sql: Sql, channel: string, handler: ChannelHandler): Promise<void> {
     let listens = 0;
     await sql.listen(
       channel,
-      () => wake.notify(),
+      (payload) => handler.notify(payload),
       () => {
         listens++;
         this.#o.log.info({ channel, reconnect: listens > 1 }, "listening");
-        wake.notify();
+        handler.relisten();
       },
     );
   }

@@ -10,6 +10,7 @@
 import type { Hono } from "hono";
 import type { Config } from "./config.ts";
 import type { Lifecycle } from "./lifecycle.ts";
+import type { QueueControl } from "./control.ts";
 import type { QueueView } from "./admin/queue_view.ts";
 import type { ClaimedJob, Queue, QueueContext } from "./queue.ts";
 
@@ -24,6 +25,8 @@ export interface QueueHost {
   readonly base: QueueContext;
   /** For a setup that runs something of its own that must stop with the process (a drain). */
   readonly lifecycle: Lifecycle;
+  /** Pauses and cancel requests, across instances (lib/control.ts). */
+  readonly control: QueueControl;
 }
 
 /** A consumed queue and the context its verbs receive, paired by {@linkcode consumed}. */
