@@ -17,9 +17,9 @@
  *
  * @module
  */
-import postgres from "postgres";
+import type postgres from "postgres";
 import type { Logger } from "./log.ts";
-import type { Fragment, Sql } from "./db.ts";
+import { type Fragment, openClient, type Sql } from "./db.ts";
 
 /** The advisory lock key text of a queue; the lock is `hashtextextended(key, 0)`. */
 export function lockKey(schema: string, queue: string): string {
@@ -174,7 +174,7 @@ export class QueueLock {
     if (this.held) return true;
     await this.#close();
     // A dedicated connection that never idles out or retires: the lock lives as long as it does.
-    const sql = postgres(this.#options.url, {
+    const sql = openClient(this.#options.url, {
       max: 1,
       idle_timeout: 0,
       max_lifetime: null,
@@ -278,7 +278,7 @@ export class QueueLock {
   // End our own abandoned lock session, by pid and name (a pid reused by another client is not
   // ours to end). Best effort, bounded by the connect timeout.
   async #terminate(pid: number): Promise<void> {
-    const sql = postgres(this.#options.url, { max: 1, connect_timeout: 5, onnotice: () => {} });
+    const sql = openClient(this.#options.url, { max: 1, connect_timeout: 5, onnotice: () => {} });
     try {
       await sql`
         select pg_terminate_backend(pid) from pg_stat_activity
