@@ -77,12 +77,19 @@ export function connect(url: string, options: ConnectOptions): Sql {
     connect_timeout: 10,
     onclose: options.onclose,
     ...(options.onnotify ? { onnotify: options.onnotify } : {}),
-    ...(options.dedicated ? { idle_timeout: 0, max_lifetime: null } : {}),
+    ...(options.dedicated ? { idle_timeout: 0, max_lifetime: null, fetch_types: false } : {}),
     connection: {
       application_name: options.applicationName,
       search_path: `"${options.schema}"`,
     },
   });
+}
+
+/** Thrown when a listener or lock session lands on a server in recovery (a standby): retried. */
+export class InRecoveryError extends Error {
+  override name = "InRecoveryError";
+  /** Retried like a connection fault (lib/db.ts dbFault: class 57P03, "cannot connect now"). */
+  readonly code = "57P03";
 }
 
 /** What a transaction body receives from {@linkcode transaction}. */

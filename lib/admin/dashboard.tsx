@@ -30,6 +30,7 @@ import { type EventStreamDeps, streamEvents } from "../http/api.ts";
 import { secureHeaders } from "hono/secure-headers";
 import {
   DASHBOARD_CSS,
+  type InstanceInfo,
   JobPage,
   LIVE_JS,
   LoginPage,
@@ -67,8 +68,10 @@ export interface AdminDeps extends EventStreamDeps {
   cache: StatsCache;
   /** Context for the admin retry (pool, log, events). */
   ctx: QueueContext;
-  /** This process's lock per queue name. */
+  /** This process's lock per queue name (only the queues it consumes). */
   locks: ReadonlyMap<string, LockState>;
+  /** Which instance this is and what it consumes, shown on the overview. */
+  instance?: InstanceInfo;
   /**
    * The sign-in rate limit (lib/admin/login_limit.ts): refused sign-ins per address per window;
    * the defaults unless a test sets them.
@@ -233,6 +236,7 @@ export function adminRoutes(deps: AdminDeps): Hono {
         snapshot={deps.cache.snapshot}
         intervalMs={deps.cache.intervalMs}
         holdsLock={(queue, pid) => deps.locks.get(queue)?.backendPid === pid}
+        instance={deps.instance}
       />,
     ));
 

@@ -83,6 +83,8 @@ export interface LazyApp {
 export interface Readiness {
   readonly ready: boolean;
   readonly checks: Readonly<Record<string, unknown>>;
+  /** Which instance answers (boot id, pid, host, the queues it consumes). */
+  readonly instance?: Readonly<Record<string, unknown>>;
 }
 
 /** What {@linkcode streamEvents} needs. */
