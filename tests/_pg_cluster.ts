@@ -43,10 +43,15 @@ async function run(cmd: string, args: string[], asPostgres: boolean): Promise<st
   const [bin, argv] = asPostgres && Deno.uid() === 0
     ? ["runuser", ["-u", "postgres", "--", cmd, ...args]]
     : [cmd, args];
-  const out = await new Deno.Command(bin, { args: argv, stdin: "null" }).output();
-  const text = new TextDecoder().decode(out.stdout) + new TextDecoder().decode(out.stderr);
-  if (!out.success) throw new Error(`${cmd} ${args.join(" ")} failed: ${text}`);
-  return text;
+  // From "/": the postgres user may not be allowed into this process's working directory.
+  const out = await new Deno.Command(bin, { args: argv, stdin: "null", cwd: "/" }).output();
+  const stdout = new TextDecoder().decode(out.stdout);
+  if (!out.success) {
+    throw new Error(
+      `${cmd} ${args.join(" ")} failed: ${stdout}${new TextDecoder().decode(out.stderr)}`,
+    );
+  }
+  return stdout;
 }
 
 /**
