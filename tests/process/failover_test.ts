@@ -12,6 +12,7 @@
  * failed instead under CI=true.
  */
 import assert from "node:assert/strict";
+import postgres from "postgres";
 import { connect, InRecoveryError } from "../../lib/db.ts";
 import { Listener } from "../../lib/listener.ts";
 import { QueueLock } from "../../lib/lock.ts";
@@ -101,11 +102,18 @@ Deno.test({
       STANDBY_RETRY_MS: "200",
       SHUTDOWN_BUDGET_MS: "3000",
     });
-    const sql = connect(cluster.hostList("primary"), {
-      schema: SCHEMA,
-      applicationName: "failover-test",
+    // The test's own client follows the primary by postgres.js's own options, not through the
+    // worker's URL handling (lib/database_url.ts), which is under test.
+    const sql = postgres({
+      host: ["127.0.0.1", "127.0.0.1"],
+      port: [cluster.primaryPort, cluster.replicaPort],
+      user: "postgres",
+      database: "postgres",
+      target_session_attrs: "primary",
       max: 2,
-    });
+      onnotice: () => {},
+      connection: { application_name: "failover-test", search_path: SCHEMA },
+    } as unknown as postgres.Options<Record<string, never>>);
     const standby = connect(cluster.url(cluster.replicaPort), {
       schema: SCHEMA,
       applicationName: "failover-observer",
