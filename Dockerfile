@@ -18,7 +18,7 @@ COPY books ./books
 COPY site ./site
 COPY sql ./sql
 # Fetch and cache every dependency at build time, so a container starts without the network.
-RUN deno install --frozen && deno cache --frozen main.ts \
+RUN deno install --frozen && deno cache --frozen main.ts books/extract_child.ts \
     && mkdir -p /data && chown -R node:node /app /data
 
 ENV HOST=0.0.0.0 \

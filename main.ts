@@ -21,6 +21,8 @@ import type { QueueContext } from "./lib/queue.ts";
 import { createApi, loadOrCreateToken } from "./lib/http/api.ts";
 import { StatsCache } from "./lib/admin/stats_cache.ts";
 import { createMetrics, metricsRoutes } from "./lib/admin/metrics.ts";
+import { QueueControl } from "./lib/control.ts";
+import { queuesRoutes } from "./lib/http/queues.ts";
 import { type Consumed, consumedQueues, type QueueSetup } from "./lib/queue_setup.ts";
 
 const env = Deno.env.toObject();
@@ -32,7 +34,7 @@ const QUEUES: readonly QueueSetup[] = (await Promise.all([
   import("./queues/ssg/setup.ts"),
   import("./queues/auto_publish/setup.ts"),
   import("./queues/seo_backfill/setup.ts"),
-])).map((module) => module.default as QueueSetup);
+])).map((module) => module.queue as QueueSetup);
 const VIEWS = QUEUES.map((queue) => queue.view);
 let config;
 // Every queue's settings, read now so a bad one stops the worker before anything starts.
@@ -48,8 +50,7 @@ try {
   createLogger().fatal({ err: err.message }, "invalid configuration");
   Deno.exit(2);
 }
-// HOST and PORT are proved by binding them once, before the database is touched (review5: a HOST
-// that cannot be bound exited 1, after the migrations had run). Nothing connects to this trial
+// HOST and PORT are proved by binding them once, before the database is touched. Nothing connects to this trial
 // socket, so the port is free again at once for Deno.serve below.
 try {
   Deno.listen({ hostname: config.host, port: config.port }).close();
@@ -63,11 +64,11 @@ try {
 }
 const log = createLogger(config.logLevel);
 guardDriverCloseCrash(log);
-// stderr carries nothing but JSON log lines (issue 9, item 9): the runtime's own warnings go
+// stderr carries nothing but JSON log lines: the runtime's own warnings go
 // through the logger too. Deno.serve's "request.signal aborts on successful responses (legacy
 // behavior)" note, logged once per process whenever a chunked body passed hono's bodyLimit (it
 // reads request.signal), is gone at its cause: deno.json opts into `no-legacy-abort`, where the
-// signal aborts only when the client goes away (review5; tests/process/process_test.ts).
+// signal aborts only when the client goes away (tests/process/process_test.ts).
 for (const level of ["warn", "error", "log", "info"] as const) {
   console[level] = (...args: unknown[]) =>
     log.warn(
@@ -134,7 +135,7 @@ const reachable = await waitUntilReachable(
 ).catch((err) => fatal("Cannot use DATABASE_URL", err));
 if (!reachable) Deno.exit(await lifecycle.shutdown());
 // A database that is not writable yet (read-only, in recovery, starting up) is waited for with
-// backoff; one that is up to date is only read (issue 9, item 4).
+// backoff; one that is up to date is only read.
 const migrations = await readMigrations(new URL("./sql/", import.meta.url));
 const migrated = await waitUntilReachable(
   "database writes (migrations)",
@@ -152,7 +153,7 @@ await Deno.mkdir(config.storageDir, { recursive: true })
   .catch((err) => fatal(`Cannot create STORAGE_DIR "${config.storageDir}"`, err));
 
 const events = new EventHub();
-// After a burst, the drain's garbage is returned once the queues go quiet (issue 11, memory); the
+// After a burst, the drain's garbage is returned once the queues go quiet; the
 // startup's too (markActive below).
 const collector = collectWhenIdle(events, loadGc(), QUIET_MS, log);
 // Closed as shutdown begins, not in a phase: a full GC stops the world for tens of ms (hundreds
@@ -174,6 +175,12 @@ const listener = new Listener({
   probeEveryMs: config.listenerProbeMs,
 });
 lifecycle.onStop("db", "listener", () => listener.close());
+// Pauses and cancel requests, shared by every instance on the database (lib/control.ts).
+const control = new QueueControl({ sql, schema, log });
+await listener.listen(control.channel, control.handler)
+  .catch((err) => fatal(`Cannot listen on channel "${control.channel}"`, err));
+await control.start();
+lifecycle.onStop("drains", "control", () => Promise.resolve(control.stop()));
 const consumers: [string, { readonly state: string }][] = [];
 const locks = new Map<string, QueueLock>();
 
@@ -191,8 +198,13 @@ async function serve({ queue, ctx, runTimeoutMs }: Consumed): Promise<void> {
     standbyRetryMs: config!.standbyRetryMs,
     runTimeoutMs,
     recycle: () => recyclePool(sql),
+    paused: () => control.paused(queue.name),
   });
   consumers.push([queue.name, consumer]);
+  control.onCancel(queue.name, (id) => consumer.cancel(id));
+  control.onPauseChange((name, paused) => {
+    if (name === queue.name && !paused) wake.notify();
+  });
   // A little inside the phase's deadline: a give-back still waiting at the deadline must surface
   // as "jobs left in flight" (exit 3), not lose the race with the phase's timer (exit 1).
   lifecycle.onStop("consumers", queue.name, (deadline) => consumer.stop(deadline - 25));
@@ -202,7 +214,7 @@ async function serve({ queue, ctx, runTimeoutMs }: Consumed): Promise<void> {
 }
 const starts: (() => void)[] = [];
 const parts = QUEUES.map((queue) =>
-  queue.setup({ config: config!, base, lifecycle }, settings.get(queue))
+  queue.setup({ config: config!, base, lifecycle, control }, settings.get(queue))
 );
 // A queue not in QUEUES is not consumed here: no lock, no consumer, and none of its periodic work
 // (recovery, asset repair, retention run in its consumer's rounds). Its routes are still served.
@@ -231,6 +243,8 @@ const { registry } = createMetrics({
     Object.assign({ events: events.droppedTotal }, ...parts.map((p) => p.channelDrops?.() ?? {})),
   poolMax: { pool: sql.options.max, listener: 1, locks: locks.size },
   listener,
+  paused: (queue) => control.paused(queue),
+  processMetrics: true,
 });
 const app = createApi({
   token,
@@ -273,14 +287,22 @@ const app = createApi({
       pooler: pooler ? "suspected: the worker needs a direct connection" : "none",
     };
     const ready = database === "ok" && fine && !pooler;
-    return { ready, checks, instance };
+    // A paused queue is an operator's choice, not a fault: shown, never unready.
+    const paused = VIEWS.map((v) => v.name).filter((name) => control.paused(name));
+    return { ready, checks, paused, instance };
   },
-  routes: Object.assign({}, ...parts.map((p) => p.routes)),
+  routes: Object.assign({
+    "/queues": queuesRoutes({
+      views: VIEWS,
+      cache,
+      control,
+      consumerState: (queue) => consumers.find(([name]) => name === queue)?.[1].state ?? null,
+    }),
+  }, ...parts.map((p) => p.routes)),
   unlimitedBodies: parts.flatMap((p) => p.unlimitedBodies ?? []),
   apps: [
     metricsRoutes(registry, metricsToken),
-    // Loaded on the first /admin request: a worker nobody watches does not hold the dashboard
-    // (issue 11, memory).
+    // Loaded on the first /admin request: a worker nobody watches does not hold the dashboard.
     {
       prefix: "/admin",
       load: async () =>
@@ -289,6 +311,7 @@ const app = createApi({
           views: VIEWS,
           cache,
           ctx: base,
+          control,
           locks,
           instance,
           events,

@@ -14,7 +14,16 @@
  * and the jobs lost, doubled and stranded; "split queues, holder stopped" runs two instances with
  * different `QUEUES`.
  *
- * `--short` (CI, ≤ 3 min) runs the core faults with fewer jobs; the full matrix stays ≤ 10 min.
+ * A second table runs the host pollers (tests/_pollers.ts) against a spawned worker through a
+ * slow or lossy HTTP proxy, under dash and bash, stopped as systemd stops their units: a lost
+ * claim answer, SIGTERM during a claim, a step that ignores SIGTERM or takes 2 s to finish, the
+ * SEO stop against a slow worker. Each row: jobs enqueued, completed, failed, given back, double
+ * effects (host publishes and IndexNow pings beyond one), jobs left Running, the poller's exit
+ * code and its stop time against TimeoutStopSec; a row is ok with 0 double effects, 0 stranded,
+ * no step outliving the poller, exit 0 inside TimeoutStopSec, and every job accounted for.
+ *
+ * `--short` (CI, ≤ 3 min) runs the core faults with fewer jobs and two host rows; the full matrix
+ * stays ≤ 10 min.
  * Uses `DATABASE_URL` when set (a restart is then simulated by cutting every connection), else a
  * throwaway embedded PostgreSQL, which "server restart" restarts for real (`pg_ctl stop -m fast`,
  * then start).
@@ -29,6 +38,15 @@ import { type PgProxy, startProxy } from "../tests/_proxy.ts";
 import { spawnWorker, type WorkerProcess } from "../tests/_worker.ts";
 import { freePort } from "../tests/_fs.ts";
 import { PG15_BIN, pg15Installed, startPgCluster } from "../tests/_pg_cluster.ts";
+import {
+  hostStage,
+  lostClaimAnswer,
+  seoSlowStop,
+  type Shell,
+  stepAtStop,
+  type StopReport,
+  termDuringClaim,
+} from "../tests/_pollers.ts";
 
 const SHORT = Deno.args.includes("--short");
 const JOBS = SHORT ? 3 : 10;
@@ -607,11 +625,87 @@ for (const r of rows) {
     } |`,
   );
 }
+// The host pollers' rows: one worker on its own schema for all of them.
+type HostRow = [
+  string,
+  Shell,
+  (stage: Awaited<ReturnType<typeof hostStage>>, shell: Shell) => Promise<StopReport>,
+];
+const HOST_ROWS: HostRow[] = [
+  ["lost claim answer (auto-publish)", "dash", (st, sh) => lostClaimAnswer(st, sh, "auto-publish")],
+  ["step finishing 2 s after SIGTERM", "dash", (st, sh) => stepAtStop(st, sh, "finishes")],
+];
+if (!SHORT) {
+  HOST_ROWS.push(
+    ["lost claim answer (seo)", "dash", (st, sh) => lostClaimAnswer(st, sh, "seo")],
+    [
+      "SIGTERM during a claim (auto-publish)",
+      "dash",
+      (st, sh) => termDuringClaim(st, sh, "auto-publish"),
+    ],
+    ["SIGTERM during a claim (seo)", "bash", (st, sh) => termDuringClaim(st, sh, "seo")],
+    ["step finishing 2 s after SIGTERM", "bash", (st, sh) => stepAtStop(st, sh, "finishes")],
+    ["step ignoring SIGTERM", "dash", (st, sh) => stepAtStop(st, sh, "ignores")],
+    ["step ignoring SIGTERM", "bash", (st, sh) => stepAtStop(st, sh, "ignores")],
+    ["SEO stop, slow worker", "dash", seoSlowStop],
+    ["SEO stop, slow worker", "bash", seoSlowStop],
+  );
+}
+const hostRows: Array<StopReport & { ok: boolean }> = [];
+const hostPicked = HOST_ROWS.filter(([fault]) => !only || fault.includes(only));
+if (hostPicked.length > 0) {
+  const schema = `chaos_host_${crypto.randomUUID().slice(0, 6)}`;
+  const sql = connect(url!, { schema, applicationName: "chaos", max: 3 });
+  await migrate(sql, schema, migrations, createLogger("silent"));
+  const dirs = await Deno.makeTempDir({ prefix: "chaos-host-" });
+  const stage = await hostStage(sql, (env) =>
+    spawnWorker(null, {
+      DATABASE_URL: url!,
+      DATABASE_SCHEMA: schema,
+      STORAGE_DIR: `${dirs}/storage`,
+      DATA_DIR: `${dirs}/data`,
+      SITE_DIR: `${dirs}/site`,
+      ...env,
+    }));
+  try {
+    for (const [fault, shell, run] of hostPicked) {
+      const r = await run(stage, shell);
+      const ok = r.doubleEffects === 0 && r.running === 0 && !r.stepOutlived && r.exitCode === 0 &&
+        r.stopMs < r.timeoutStopS * 1000 && r.completed + r.failed + r.queued === r.enqueued;
+      hostRows.push({ ...r, scenario: fault, ok });
+      console.error(`${ok ? "ok  " : "FAIL"} ${fault} (${shell})`);
+      if (!ok || Deno.args.includes("--verbose")) {
+        for (const l of r.lines.slice(-30)) console.error(`  [${fault} ${shell}] ${l}`);
+      }
+    }
+  } finally {
+    await stage.close();
+    await sql`drop schema ${sql(schema)} cascade`.catch(() => {});
+    await sql.end({ timeout: 1 });
+    await Deno.remove(dirs, { recursive: true }).catch(() => {});
+  }
+  console.log("");
+  console.log(
+    "| host fault | shell | enqueued | completed | failed | given back | double effects (publishes, pings) | left Running | poller exit | stop (ms) / TimeoutStopSec | ok |",
+  );
+  console.log("|" + " --- |".repeat(11));
+  for (const r of hostRows) {
+    const over = (m: Record<string, number>) =>
+      Object.values(m).reduce((s, n) => s + Math.max(0, n - 1), 0);
+    console.log(
+      `| ${r.scenario} | ${r.shell} | ${r.enqueued} | ${r.completed} | ${r.failed} | ${r.givenBack} | ${r.doubleEffects} (${
+        over(r.effects)
+      }, ${over(r.pings)}) | ${r.running} | ${r.exitSignal ?? r.exitCode} | ${r.stopMs} / ${
+        r.timeoutStopS * 1000
+      } | ${r.ok ? "yes" : "NO"} |`,
+    );
+  }
+}
 console.log(
-  `chaos: ${rows.filter((r) => r.ok).length}/${rows.length} rows ok in ${
-    Math.round((performance.now() - t0) / 1000)
-  } s`,
+  `chaos: ${rows.filter((r) => r.ok).length}/${rows.length} rows ok, host pollers ${
+    hostRows.filter((r) => r.ok).length
+  }/${hostRows.length}, in ${Math.round((performance.now() - t0) / 1000)} s`,
 );
 await admin.end({ timeout: 1 });
 await stopEmbedded();
-Deno.exit(rows.every((r) => r.ok) ? 0 : 1);
+Deno.exit(rows.every((r) => r.ok) && hostRows.every((r) => r.ok) ? 0 : 1);

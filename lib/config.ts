@@ -23,7 +23,7 @@ export interface Config {
   readonly metricsToken: string | undefined;
   /** Time between the background counts behind `/metrics` and `/admin`, ms (default 10 000). */
   readonly statsIntervalMs: number;
-  /** Directory that holds source files and chapter assets (default `.data/storage`). */
+  /** Directory that holds source files and chapter assets (default `<dataDir>/storage`). */
   readonly storageDir: string;
   /** Directory for local state: the embedded database and a generated token (default `.data`). */
   readonly dataDir: string;
@@ -64,7 +64,7 @@ function read<T>(
   if (raw === undefined || raw === "") return fallback;
   const parsed = schema.safeParse(raw);
   if (!parsed.success) {
-    // A secret is never echoed, not even a wrong one (issue 9, item 9): only its length.
+    // A secret is never echoed, not even a wrong one: only its length.
     const received = secret ? `a value of ${raw.length} characters` : JSON.stringify(raw);
     throw new ConfigError(`Cannot parse ${name}: expected ${expected}, received ${received}`);
   }
@@ -193,12 +193,12 @@ export function parseConfig(env: Env): Config {
 }
 
 /**
- * A queue's own settings and their defaults, declared by the queue module (STYLE.md §4: the
+ * A queue's own settings and their defaults, declared by the queue module (docs/development.md: the
  * queue owns them; `lib/` only reads them).
  *
  * @typeParam Stale `number` for a queue with a stale rule (the default); `null` for one without
  *   (SSG: every `Running` row is dead before each claim, at any age), whose
- *   `<PREFIX>_STALE_AFTER_MS` must then be unset (review5: it was silently ignored).
+ *   `<PREFIX>_STALE_AFTER_MS` must then be unset.
  * @typeParam Timeout `number` for a queue whose runs this process times (the default); `null` for
  *   one whose runs are a host command's (SEO, auto-publish), whose `<PREFIX>_TIMEOUT_MS` must then
  *   be unset.
@@ -219,7 +219,7 @@ export interface QueueDefaults<
    */
   readonly without?: { readonly staleAfterMs?: string; readonly timeoutMs?: string };
   /**
-   * Declared only by a queue that can delete its finished jobs (a `prune` verb, issue 11): days a
+   * Declared only by a queue that can delete its finished jobs (a `prune` verb): days a
    * finished job is kept, null to keep them all. `<PREFIX>_RETENTION_DAYS` is then read; for any
    * other queue it must be unset.
    */

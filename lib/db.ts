@@ -110,7 +110,7 @@ export interface Tx {
  * (`pg_cancel_backend`), and a body that finishes after the abort is rolled back instead of
  * committed: a shutdown never waits on a long save, and never half-commits one. The backend's pid
  * comes from the statements the body has sent (postgres.js stamps each with its connection's
- * `{ pid, secret }`), so a transaction costs no extra round trip for it (issue 11; it used to ask
+ * `{ pid, secret }`), so a transaction costs no extra round trip for it (it used to ask
  * `select pg_backend_pid()` after every BEGIN).
  *
  * @param sql the pool.
@@ -181,7 +181,7 @@ export async function transaction<T>(
 /**
  * Run one statement on a pooled connection reserved for it, cancelling it when `signal` aborts:
  * what {@linkcode transaction} does for a transaction, for a statement that is a transaction of
- * its own (no BEGIN, no COMMIT: one round trip, one commit; issue 11). The cancel is awaited
+ * its own (no BEGIN, no COMMIT: one round trip, one commit). The cancel is awaited
  * before the connection goes back to the pool, so it never reaches the connection's next user; a
  * connection whose session died under the statement does not go back at all
  * ({@linkcode sessionGone}).
@@ -287,7 +287,7 @@ export interface DbFault {
   readonly recycle: boolean;
 }
 
-// Retryable database faults, by code or SQLSTATE class (EXAMPLES.md §4, after graphile-worker's
+// Retryable database faults, by code or SQLSTATE class (after graphile-worker's
 // RETRYABLE_ERROR_CODES). Anything else is a bug or bad data, and is not retried by the runtime.
 const FAULTS: ReadonlyArray<{ match: RegExp; recycle: boolean }> = [
   { match: /^08/, recycle: false }, // connection exception (the driver reconnects)
@@ -408,7 +408,7 @@ export async function retryFaults<T>(
 /**
  * Reopen a pool's connections: each closes once its current query is done, and the pool opens
  * fresh ones on demand (a session that went read-only, or a socket to a server that restarted,
- * is not reused; issue 9, item 4). postgres.js 3.4.9 has `close()` at runtime but not in its
+ * is not reused). postgres.js 3.4.9 has `close()` at runtime but not in its
  * types. Never throws, and never waits for the connections to end.
  *
  * Not waiting is the point: `close()` resolves only once every connection has ended, and one

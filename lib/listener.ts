@@ -1,6 +1,6 @@
 /**
  * NOTIFY → wake: one `sql.listen` per queue channel, on one dedicated listener connection, and a
- * liveness probe that proves delivery, not just the socket (issue 9, item 1).
+ * liveness probe that proves delivery, not just the socket.
  *
  * postgres.js re-listens by itself after a dropped connection and calls `onlisten` after the
  * first listen and every reconnect; a NOTIFY sent while disconnected is lost, so `onlisten` wakes
@@ -27,6 +27,15 @@ import { cappedBackoff, InRecoveryError, type Sql } from "./db.ts";
 
 import type { Logger } from "./log.ts";
 import type { Wake } from "./wake.ts";
+
+/**
+ * What a channel's notifications reach: a payload on each NOTIFY, and a call on every (re)listen
+ * (a NOTIFY sent while disconnected is lost, so the subscriber catches up then).
+ */
+export interface ChannelHandler {
+  notify(payload: string): void;
+  relisten(): void;
+}
 
 /** A live subscription to one channel. */
 export interface Listening {
@@ -105,7 +114,7 @@ const quoteChannel = (channel: string) => `"${channel.replaceAll('"', '""')}"`;
  */
 export class Listener {
   readonly #o: ListenerOptions;
-  readonly #channels = new Map<string, Wake>();
+  readonly #channels = new Map<string, ChannelHandler>();
   readonly #token = crypto.randomUUID();
   #sql: Sql;
   /** Which client is current: hooks of a replaced client are ignored. */
@@ -152,15 +161,19 @@ export class Listener {
   }
 
   /**
-   * Wake `wake` on each NOTIFY of `channel`, and on every re-listen.
+   * Wake `wake` on each NOTIFY of `channel`, and on every re-listen; or hand each payload to a
+   * {@linkcode ChannelHandler}.
    *
    * @throws the connection error, or {@linkcode InRecoveryError}, when the first LISTEN fails.
    */
-  async listen(channel: string, wake: Wake): Promise<void> {
-    this.#channels.set(channel, wake);
+  async listen(channel: string, wake: Wake | ChannelHandler): Promise<void> {
+    const handler: ChannelHandler = "relisten" in wake
+      ? wake
+      : { notify: () => wake.notify(), relisten: () => wake.notify() };
+    this.#channels.set(channel, handler);
     await this.#listenOn(this.#sql, [channel]);
     this.#o.log.info({ channel, reconnect: false }, "listening");
-    wake.notify();
+    handler.relisten();
   }
 
   /**
@@ -211,7 +224,7 @@ export class Listener {
           const pending = this.#pending;
           if (pending && payload === `${this.#token}:${pending.seq}`) pending.resolve();
         } else {
-          this.#channels.get(channel)?.notify();
+          this.#channels.get(channel)?.notify(payload);
         }
       },
       onclose: () => {
@@ -307,9 +320,9 @@ export class Listener {
   async #listenAll(sql: Sql): Promise<void> {
     await this.#listenOn(sql, [this.#o.probeChannel, ...this.#channels.keys()]);
     this.#reconnects++;
-    for (const [channel, wake] of this.#channels) {
+    for (const [channel, handler] of this.#channels) {
       this.#o.log.info({ channel, reconnect: true }, "listening");
-      wake.notify();
+      handler.relisten();
     }
   }
 

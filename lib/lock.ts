@@ -10,7 +10,7 @@
  * (`pg_terminate_backend`, server-side keepalives) and the socket does not tell, a standby can
  * hold the lock while `held` is still true here: {@linkcode QueueLock.claimFence} is what keeps
  * this process from claiming then, since a claim statement proves in the same statement that this
- * lock session still holds the lock (issue 9). A run already going goes on until {@linkcode
+ * lock session still holds the lock. A run already going goes on until {@linkcode
  * QueueLock.lost} fires.
  * A session advisory lock needs a direct connection (or session pooling): behind a
  * transaction-mode pooler the backend changes under the session, which the heartbeat reports.
@@ -132,7 +132,7 @@ export class QueueLock {
 
   /**
    * Whether the lock session's backend changed under it (a transaction-mode pooler between the
-   * worker and PostgreSQL; EXAMPLES.md §4). Readiness shows it; the worker needs a direct
+   * worker and PostgreSQL). Readiness shows it; the worker needs a direct
    * connection.
    */
   get poolerSuspected(): boolean {
@@ -144,12 +144,12 @@ export class QueueLock {
    * into its WHERE so a process whose lock was lost (half-open socket, replaced session) cannot
    * claim, even before its heartbeat notices.
    *
-   * How (issue 11): with the queue's lock, the lock session takes a second session lock on a
+   * How: with the queue's lock, the lock session takes a second session lock on a
    * private key, random for each acquisition, which nothing else ever takes. The condition is a
    * failed shared try of that key: it fails only while a session holds the key exclusively, which
    * only this lock session ever does, and only while it lives. One lock-manager probe, where
-   * reading `pg_locks` (issue 9's first fence) copied the whole lock table on every claim: about
-   * 0.1 ms of a no-op job's 1.1 ms. When the key is free (the session is gone) the try succeeds,
+   * reading `pg_locks` would copy the whole lock table on every claim
+   * (about 0.1 ms of a no-op job's 1.1 ms). When the key is free (the session is gone) the try succeeds,
    * the condition is false and the claim takes nothing; the shared lock it took ends with the
    * claim's transaction. A scalar subquery, so it is evaluated once per statement, not per row.
    *
@@ -250,7 +250,7 @@ export class QueueLock {
   // postgres.js reconnects transparently, so "a query worked" is not proof: the lock belongs to
   // the session, and a different backend pid means a different session that does not hold it.
   // One check at a time, each with a deadline: a half-open socket never answers, and stacked
-  // checks behind it would keep `held` true for as long as TCP takes to give up (issue 9).
+  // checks behind it would keep `held` true for as long as TCP takes to give up.
   async #check(): Promise<void> {
     const sql = this.#sql;
     if (!sql || !this.held || this.#checking) return;

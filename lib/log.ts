@@ -1,6 +1,6 @@
 /**
  * The process logger: JSON lines on stdout through pino, one fixed `msg` per event and the data in
- * fields (STYLE.md §6). Never log tokens or payload bodies.
+ * fields (docs/development.md). Never log tokens or payload bodies.
  *
  * @module
  */

@@ -1,6 +1,6 @@
 /**
- * How a queue joins the process: each queue folder's `setup.ts` exports a {@linkcode QueueSetup}
- * by default, and main.ts lists those setups once. A setup reads and checks every setting its
+ * How a queue joins the process: each queue folder's `setup.ts` exports its {@linkcode QueueSetup}
+ * as `queue`, and main.ts lists those setups once. A setup reads and checks every setting its
  * queue owns, then builds its context and parts from them: the in-process consumer's queue (for a
  * consumed queue), its API route families and its admin view. main.ts does the rest for every
  * queue alike (lock, wake, NOTIFY channel, consumer, stop order, metrics, dashboard).
@@ -10,6 +10,7 @@
 import type { Hono } from "hono";
 import { type Config, ConfigError } from "./config.ts";
 import type { Lifecycle } from "./lifecycle.ts";
+import type { QueueControl } from "./control.ts";
 import type { QueueView } from "./admin/queue_view.ts";
 import type { ClaimedJob, Queue, QueueContext } from "./queue.ts";
 
@@ -24,6 +25,8 @@ export interface QueueHost {
   readonly base: QueueContext;
   /** For a setup that runs something of its own that must stop with the process (a drain). */
   readonly lifecycle: Lifecycle;
+  /** Pauses and cancel requests, across instances (lib/control.ts). */
+  readonly control: QueueControl;
 }
 
 /** A consumed queue and the context its verbs receive, paired by {@linkcode consumed}. */

@@ -10,7 +10,7 @@ import { createLogger } from "../lib/log.ts";
 import { EventHub } from "../lib/events.ts";
 import type { UserIngestionContext, UserIngestionJobRow } from "../queues/user_ingestion/mod.ts";
 import type { EnrichmentContext } from "../queues/enrichment/mod.ts";
-import { type RemoteSettings } from "../queues/enrichment/remote.ts";
+import { type RemoteSettings } from "../queues/enrichment/_remote.ts";
 import { remoteEngine } from "../queues/enrichment/mod.ts";
 import type { TestDb } from "./_db.ts";
 import { connect } from "../lib/db.ts";

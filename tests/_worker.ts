@@ -53,20 +53,28 @@ export async function collectJsonLines(
 export const TEST_TOKEN = "test-token-0123456789abcdef";
 
 /**
- * Spawn `deno run -A main.ts` against a test schema.
+ * Spawn `deno run -A main.ts` against a test schema. Its `DATA_DIR`, `STORAGE_DIR` and `SITE_DIR`
+ * are a temporary directory of its own (removed once it exits) unless `env` names them, so no test
+ * writes into the checkout's `.data/`.
  *
  * @param env extra or overriding variables.
  * @param runFlags extra `deno run` flags, e.g. `--import-map=…`.
+ * @param main the entry point to run (default: this checkout's `main.ts`).
  */
 export function spawnWorker(
   db: TestDb | null,
   env: Record<string, string>,
   runFlags: string[] = [],
+  main = new URL("../main.ts", import.meta.url).pathname,
 ): WorkerProcess {
+  const scratch = Deno.makeTempDirSync({ prefix: "textstack-worker-" });
   const child = new Deno.Command(Deno.execPath(), {
-    args: ["run", "-A", ...runFlags, new URL("../main.ts", import.meta.url).pathname],
+    args: ["run", "-A", ...runFlags, main],
     env: {
       ...(db ? { DATABASE_URL: db.url, DATABASE_SCHEMA: db.schema } : {}),
+      DATA_DIR: `${scratch}/data`,
+      STORAGE_DIR: `${scratch}/storage`,
+      SITE_DIR: `${scratch}/site`,
       HOST: "127.0.0.1",
       PORT: "0",
       INTERNAL_API_TOKEN: TEST_TOKEN,
@@ -87,7 +95,8 @@ export function spawnWorker(
     collectJsonLines(child.stdout, logs, wakeWaiters),
     collectJsonLines(child.stderr, logs, wakeWaiters, "stderr: "),
   ]);
-  const exited = Promise.all([child.status, pumps]).then(([status]) => {
+  const exited = Promise.all([child.status, pumps]).then(async ([status]) => {
+    await Deno.remove(scratch, { recursive: true }).catch(() => {});
     for (const w of waiters) w();
     return status;
   });

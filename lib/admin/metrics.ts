@@ -1,5 +1,5 @@
 /**
- * Prometheus metrics (issue 12), on a private prom-client `Registry`, every name prefixed
+ * Prometheus metrics, on a private prom-client `Registry`, every name prefixed
  * `textstack_worker_`, per-queue series labelled `queue` (never a job or edition id).
  *
  * - Point-in-time gauges (jobs by status, oldest runnable age, open breakers, connections) are
@@ -10,12 +10,17 @@
  *   synchronous O(1) update inside `publish`, so every event is counted (a subscriber may drop
  *   events; an observer cannot) and no queue waits on metrics (ADR-052).
  * - Every queue's series exist from startup (`inc(…, 0)`, `zero()`).
+ * - With `processMetrics`, prom-client's default process series beside them, unprefixed as
+ *   every Prometheus client names them: `process_resident_memory_bytes`, `process_cpu_*`,
+ *   `process_open_fds` and `process_max_fds` (read from /proc on Linux, as under Node),
+ *   `nodejs_eventloop_lag_*` (sampled every 100 ms, not prom-client's 10 ms: an idle worker
+ *   should not wake 100 times a second), `nodejs_heap_*`.
  *
  * @module
  */
 import { Hono } from "hono";
 import { bearerGuard } from "../http/bearer.ts";
-import { Counter, Gauge, Histogram, Registry } from "prom-client";
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from "prom-client";
 import type { EventHub, SequencedEvent } from "../events.ts";
 import type { StatsCache } from "./stats_cache.ts";
 import type { QueueView } from "./queue_view.ts";
@@ -39,6 +44,13 @@ export interface MetricsDeps {
   poolMax: Readonly<Record<string, number>>;
   /** The listener's cumulative reconnects and missed probes (lib/listener.ts), when there is one. */
   listener?: { readonly reconnects: number; readonly probeFailures: number };
+  /** Whether a queue is paused now (lib/control.ts), by queue name. */
+  paused?: (queue: string) => boolean;
+  /**
+   * Register prom-client's default process series too (main.ts does; its event-loop sampler runs
+   * until the process ends, so a test that builds metrics in-process leaves it off).
+   */
+  processMetrics?: boolean;
 }
 
 /**
@@ -66,6 +78,7 @@ const COUNTED = {
   given_back: "give_backs",
   recovered: "recoveries",
   retried: "retries",
+  cancelled: "cancellations",
 } as const;
 
 /**
@@ -121,6 +134,19 @@ export function createMetrics(deps: MetricsDeps): { registry: Registry; stop: ()
       this.set(at ? Math.max(0, (Date.now() - at.getTime()) / 1000) : -1);
     },
   });
+  const paused = deps.paused;
+  new Gauge({
+    name: `${p}queue_paused`,
+    help: "1 while the queue is paused (no instance claims its jobs; lib/control.ts), else 0",
+    labelNames: ["queue"],
+    registers,
+    collect() {
+      for (const queue of queues) this.set({ queue }, paused?.(queue) ? 1 : 0);
+    },
+  });
+  if (deps.processMetrics) {
+    collectDefaultMetrics({ register: registry, eventLoopMonitoringPrecision: 100 });
+  }
   new Gauge({
     name: `${p}lock_held`,
     help: "1 when this process holds the queue's consumer lock (ADR-022), else 0",
@@ -176,7 +202,7 @@ export function createMetrics(deps: MetricsDeps): { registry: Registry; stop: ()
       }
     } else if (
       event.transition === "completed" || event.transition === "failed" ||
-      event.transition === "given_back"
+      event.transition === "given_back" || event.transition === "cancelled"
     ) {
       const start = claimedAt.get(key);
       claimedAt.delete(key);

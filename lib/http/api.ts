@@ -2,24 +2,25 @@
  * The internal HTTP API: `createApi(deps)` returns the Hono app (it never calls `Deno.serve`).
  *
  * - `GET /healthz`: no token; 200 while the process answers. It never touches the database, so a
- *   database outage never gets the worker restarted (issue 9, item 6; EXAMPLES.md §4).
+ *   database outage never gets the worker restarted.
  * - `GET /readyz`: no token; 200 when ready to take traffic (migrated, database answers, every
  *   consumer holds its lock or stands by for a real holder, listener live), else 503 with the
- *   failing checks; 503 from the first shutdown signal on.
+ *   failing checks; 503 from the first shutdown signal on. `paused` lists the paused queues (a
+ *   paused queue is still ready).
  * - `/internal/*`: body limit → bearer token (every refusal 401 with `WWW-Authenticate: Bearer`,
  *   lib/http/bearer.ts) → the mounted routes (each queue's own).
  * - `GET /internal/events`: the live job event stream as Server-Sent Events; `HEAD` answers
  *   without subscribing; refused (503) from the first shutdown signal on.
  * - `GET /internal/openapi.json`: the OpenAPI 3.1 document of every `/internal` route
  *   (lib/http/openapi_document.ts, loaded on the first request), generated from the validators' own
- *   schemas (issue 12).
+ *   schemas.
  * - `apps`: mounted at the root with their own auth (`/metrics`, `/admin`). A {@linkcode LazyApp}
- *   is loaded on the first request under its prefix (issue 11, memory: the dashboard is not held
+ *   is loaded on the first request under its prefix (the dashboard is not held
  *   at idle until someone opens it) and answers as if mounted.
  *
  * Every error is JSON `{ error }`: an `HTTPException` keeps its status, bad input is 4xx, a wrong
  * method on a known path is 405 with `Allow` (for every route, mounted ones too), a database
- * that is unavailable is 503, anything else is logged and answered 500 (STYLE.md §7).
+ * that is unavailable is 503, anything else is logged and answered 500 (docs/development.md).
  *
  * @module
  */
@@ -66,8 +67,8 @@ export interface ApiDeps {
 }
 
 /**
- * An app mounted at the root but loaded on the first request under `prefix` (a dynamic import,
- * issue 11: what no request needs is not held in memory). It answers as a mounted app does: a
+ * An app mounted at the root but loaded on the first request under `prefix` (a dynamic import:
+ * what no request needs is not held in memory). It answers as a mounted app does: a
  * wrong method on one of its paths is 405 with `Allow`, an unknown path the API's JSON 404, and
  * an error it throws reaches the API's `onError`. A load that fails is tried again on the next
  * request.
@@ -85,6 +86,8 @@ export interface Readiness {
   readonly checks: Readonly<Record<string, unknown>>;
   /** Which instance answers (boot id, pid, host, the queues it consumes). */
   readonly instance?: Readonly<Record<string, unknown>>;
+  /** The paused queues (lib/control.ts): shown in a field of their own, never unready. */
+  readonly paused?: readonly string[];
 }
 
 /** What {@linkcode streamEvents} needs. */
@@ -94,14 +97,16 @@ const OPENAPI_INFO = {
   title: "TextStack edge worker internal API",
   version: "1",
   description: "Every route needs `Authorization: Bearer <INTERNAL_API_TOKEN>`.",
+  // The worker is not published under an open licence: its API description says so.
+  license: { name: "Proprietary: TextStack internal use only", identifier: "LicenseRef-TextStack" },
 };
 
 /**
  * Answer with the live job event stream as Server-Sent Events: `ready` once subscribed, then one
  * event per committed transition, through a drop-oldest subscription and a drain registered with
  * the lifecycle, so shutdown closes it within the budget (ADR-052). From the first shutdown
- * signal on it refuses new streams (503, issue 9 item 6); a `HEAD` is answered without
- * subscribing (issue 9 item 9).
+ * signal on it refuses new streams (503); a `HEAD` is answered without
+ * subscribing.
  *
  * @param name the subscriber's name in logs, e.g. `events subscriber 3`.
  * @returns the streaming response, or the 503 / `HEAD` answer.
@@ -109,11 +114,11 @@ const OPENAPI_INFO = {
  * app.get("/admin/events", (c) => streamEvents(c, deps, "admin subscriber 1"));
  */
 export function streamEvents(c: Context, deps: EventStreamDeps, name: string): Response {
-  // A process that is leaving takes no new streams (issue 9, item 6).
+  // A process that is leaving takes no new streams.
   if (deps.lifecycle.stopping.aborted) {
     return c.json({ error: "Shutting down: connect to another instance" }, 503);
   }
-  // Hono runs the GET handler for HEAD: answer it without subscribing (issue 9, item 9).
+  // Hono runs the GET handler for HEAD: answer it without subscribing.
   if (c.req.method === "HEAD") {
     return c.body(null, 200, {
       "content-type": "text/event-stream",
@@ -213,8 +218,7 @@ export function createApi(deps: ApiDeps): Hono {
     onError: (c) => c.json({ error: `Request body exceeds ${MAX_BODY_BYTES} bytes` }, 413),
   });
   const unlimited = new Set((deps.unlimitedBodies ?? []).map((path) => `/internal${path}`));
-  // Only a multipart upload is exempt: the same path's JSON body is read whole (review4: 30 MB
-  // of JSON there was buffered and parsed).
+  // Only a multipart upload is exempt: the same path's JSON body is read whole.
   app.use(
     "/internal/*",
     (c, next) =>
@@ -230,6 +234,7 @@ export function createApi(deps: ApiDeps): Hono {
     "/internal/events",
     describeRoute({
       summary: "Live job events (Server-Sent Events), one per committed status transition",
+      operationId: "streamEvents",
       database: false,
       responses: {
         200: "text/event-stream: `ready`, then one event per transition",
@@ -244,13 +249,21 @@ export function createApi(deps: ApiDeps): Hono {
     "/internal/openapi.json",
     describeRoute({
       summary: "This document (OpenAPI 3.1)",
+      operationId: "getOpenApiDocument",
       responses: { 200: "The document" },
       database: false,
     }),
-    // The document's builder is loaded on the first request (issue 11, memory).
+    // The document's builder is loaded on the first request.
     async (c) => {
       const { openApiDocument } = await import("./openapi_document.ts");
-      return c.json(openApiDocument(app, "/internal", OPENAPI_INFO));
+      // The server is this worker, as the client reached it (behind a proxy: its forwarded
+      // scheme and host).
+      const url = new URL(c.req.url);
+      const proto = c.req.header("x-forwarded-proto") ?? url.protocol.replace(":", "");
+      const host = c.req.header("x-forwarded-host") ?? url.host;
+      return c.json(openApiDocument(app, "/internal", OPENAPI_INFO, [
+        { url: `${proto}://${host}`, description: "This worker" },
+      ]));
     },
   );
   for (const other of deps.apps ?? []) {

@@ -10,7 +10,7 @@ import { BoundedChannel } from "../../lib/channel.ts";
 import { Drain } from "../../lib/drain.ts";
 import { defineQueue, type QueueHost } from "../../lib/queue_setup.ts";
 import * as autoPublish from "./mod.ts";
-import { editionUrl, ping } from "./indexnow.ts";
+import { editionUrl, ping } from "./_indexnow.ts";
 import { autoPublishRoutes } from "./routes.ts";
 import { autoPublishView } from "./view.ts";
 
@@ -48,7 +48,7 @@ function indexNowDrain(
   };
 }
 
-export default defineQueue({
+export const queue = defineQueue({
   name: autoPublish.name,
   view: autoPublishView,
   settings: autoPublish.parseSettings,

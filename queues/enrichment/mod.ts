@@ -15,10 +15,13 @@
  * - Running (stale) → Pending, or → Failed at the cap: {@linkcode recover}, on every wake.
  * - Running (orphaned) → Pending / Failed: {@linkcode recoverOrphans}, once each time the consumer
  *   takes the queue lock.
- * - Failed → Pending: {@linkcode retry}, the admin retry (attempts reset, error cleared).
+ * - Failed → Pending: {@linkcode retry}, the admin retry (attempts reset, error cleared);
+ *   {@linkcode bulkRetry} for every `Failed` book matching a filter, in one statement.
+ * - Pending → Failed: {@linkcode cancel}, the admin cancel (error `cancelled by admin`); a
+ *   `Running` book's run is stopped first and settled by {@linkcode cancelRun} (fenced).
  *
  * Stale rule: `Running` started more than `staleAfterMs` ago (default 10 min) → `Pending`, the
- * attempt spent. Beyond the ADR (issue 7): at {@linkcode MAX_ATTEMPTS} it is `Failed` instead, so
+ * attempt spent. Beyond the ADR: at {@linkcode MAX_ATTEMPTS} it is `Failed` instead, so
  * one book can never loop on paid calls.
  *
  * @module
@@ -28,18 +31,27 @@ import { ConfigError, type QueueDefaults } from "../../lib/config.ts";
 import { type Fragment, type Sql, transaction, type TxSql } from "../../lib/db.ts";
 import type { JobEvent } from "../../lib/events.ts";
 import {
+  BULK_RETRY_MAX,
+  bulkOutcome,
+  type BulkRetryOutcome,
+  CANCELLED,
+  type CancelOutcome,
   type ClaimedJob,
+  containing,
   isRunTimeout,
+  type JobFilter,
+  type JobListPage,
   type OrphanScope,
   type QueueContext,
   type QueueStats,
   settleClaim,
 } from "../../lib/queue.ts";
-// The engines are loaded on the first run, not at startup (issue 11, memory): their libraries
+// The engines are loaded on the first run, not at startup: their libraries
 // (franc-min, iso-639-3, stopword, syllable; the openai SDK) hold about 30 MB a worker that never
 // enriches a book has no use for.
-import type { LocalMetadata } from "./local.ts";
-import type { RemoteMetadata, RemoteSettings } from "./remote.ts";
+import type { LocalMetadata } from "./_local.ts";
+import type { RemoteMetadata, RemoteSettings } from "./_remote.ts";
+import { cancelJob } from "../../lib/control.ts";
 
 /** Queue name used in logs, events and the lock key. */
 export const name = "enrichment";
@@ -54,7 +66,7 @@ export const defaults: QueueDefaults = {
   staleAfterMs: 600_000,
   timeoutMs: 180_000,
 };
-/** Attempts before enrichment is `Failed` for good (issue 7, beyond the ADR). */
+/** Attempts before enrichment is `Failed` for good. */
 export const MAX_ATTEMPTS = 3;
 /** Characters of the book's text sent to the remote engine. */
 export const EXCERPT_CHARS = 12_000;
@@ -96,6 +108,8 @@ export interface EnrichmentView {
   error: string | null;
   started_at: Date | null;
   finished_at: Date | null;
+  /** Every attempt that ended, oldest first (the last 20; sql/010_operations.sql). */
+  attempts: unknown[];
   language: string | null;
   word_count: number | null;
   reading_time_minutes: number | null;
@@ -105,8 +119,7 @@ export interface EnrichmentView {
 
 /**
  * Read the remote engine's settings: on when `ENRICHMENT_API_URL` is set. Every one is checked
- * whenever it is set, the engine on or off (review5: a bad `ENRICHMENT_API_TIMEOUT_MS` was
- * ignored while the URL was unset, and only stopped the worker once someone set the URL).
+ * whenever it is set, the engine on or off.
  *
  * @param env variables by name; an empty string counts as unset.
  * @returns the settings, or null when `ENRICHMENT_API_URL` is unset.
@@ -160,7 +173,7 @@ export function remoteEngine(settings: RemoteSettings | null): RemoteEngine | nu
   if (!settings) return null;
   let client: Promise<OpenAI> | undefined;
   return {
-    client: () => client ??= import("./remote.ts").then((m) => m.createClient(settings)),
+    client: () => client ??= import("./_remote.ts").then((m) => m.createClient(settings)),
     settings,
   };
 }
@@ -176,12 +189,14 @@ export async function getJob(ctx: QueueContext, id: string): Promise<EnrichmentV
       error: string | null;
       started_at: Date | null;
       finished_at: Date | null;
+      attempts: unknown[];
       metadata: Metadata | null;
     }[]
   >`
     select metadata_enrichment_status as status, metadata_enrichment_attempt_count as attempt_count,
            metadata_enrichment_error as error, metadata_enrichment_started_at as started_at,
-           metadata_enrichment_finished_at as finished_at, metadata
+           metadata_enrichment_finished_at as finished_at,
+           metadata_enrichment_attempts as attempts, metadata
     from user_books where id = ${id}`;
   if (!row) return null;
   const { metadata, ...status } = row;
@@ -215,6 +230,130 @@ export async function retry(ctx: QueueContext, id: string): Promise<EnrichmentVi
   return await getJob(ctx, id);
 }
 
+/** A book in the queue as the list route shows it (its id is the user book's). */
+export interface EnrichmentListRow {
+  id: string;
+  status: EnrichmentStatus;
+  attempt_count: number;
+  error: string | null;
+  started_at: Date | null;
+  finished_at: Date | null;
+  attempts: unknown[];
+  title: string | null;
+  author: string | null;
+  book_status: string;
+  /** The book's title (or "untitled book <id>"). */
+  subject: string;
+  created_at: Date;
+  updated_at: Date;
+}
+
+// The filter of the list and the bulk retry: an enrichment status, `q` in the title or the id.
+function filtered(sql: Sql, filter: JobFilter) {
+  const q = filter.q;
+  return sql`
+    ${filter.status ? sql`and metadata_enrichment_status = ${filter.status}` : sql``}
+    ${q ? sql`and (title ilike ${containing(q)} or id::text = ${q})` : sql``}`;
+}
+
+/**
+ * A page of the books in the queue (enrichment status set), newest first, keyset-paged on the
+ * book's id (no OFFSET, no count).
+ */
+export async function list(sql: Sql, page: JobListPage): Promise<EnrichmentListRow[]> {
+  return await sql<EnrichmentListRow[]>`
+    select id, metadata_enrichment_status as status,
+           metadata_enrichment_attempt_count as attempt_count, metadata_enrichment_error as error,
+           metadata_enrichment_started_at as started_at,
+           metadata_enrichment_finished_at as finished_at,
+           metadata_enrichment_attempts as attempts, title, author, status as book_status,
+           coalesce(title, 'untitled book ' || id) as subject, created_at, updated_at
+    from user_books
+    where metadata_enrichment_status is not null ${filtered(sql, page)}
+      ${page.beforeId ? sql`and id < ${page.beforeId}` : sql``}
+    order by id desc
+    limit ${page.limit}`;
+}
+
+/**
+ * The admin cancel of a book's enrichment: `Pending` → `Failed` with {@linkcode CANCELLED}; a
+ * `Running` one's run is asked to stop and settled by {@linkcode cancelRun}. A retry brings it
+ * back.
+ */
+export async function cancel(
+  ctx: QueueContext,
+  id: string,
+  requestCancel: (queue: string, id: string) => Promise<void>,
+): Promise<CancelOutcome<EnrichmentView>> {
+  const read = async () => {
+    const job = await getJob(ctx, id);
+    return job?.status ? job : null; // a book not in the queue has no enrichment to cancel
+  };
+  return await cancelJob({
+    cancelRunnable: async () => {
+      const rows = await ctx.sql`
+        update user_books
+        set metadata_enrichment_status = 'Failed', metadata_enrichment_error = ${CANCELLED},
+            metadata_enrichment_finished_at = now(), updated_at = now()
+        where id = ${id} and metadata_enrichment_status = 'Pending'`;
+      if (rows.count === 0) return null;
+      const job = await getJob(ctx, id);
+      ctx.events.publish({
+        queue: name,
+        id,
+        transition: "cancelled",
+        status: "Failed",
+        attempt: job?.attempt_count ?? 0,
+        error: CANCELLED,
+      });
+      return job;
+    },
+    read,
+    running: "Running",
+    requestCancel: () => requestCancel(name, id),
+  });
+}
+
+/**
+ * The bulk admin retry: every `Failed` book matching `filter` (newest first, at most
+ * {@linkcode BULK_RETRY_MAX}) → `Pending`, {@linkcode retry}'s rule, in one statement that also
+ * counts the matching books.
+ *
+ * @param dryRun count only: nothing changes.
+ */
+export async function bulkRetry(
+  ctx: QueueContext,
+  filter: JobFilter,
+  dryRun: boolean,
+): Promise<BulkRetryOutcome> {
+  const only = filtered(ctx.sql, { ...filter, status: "Failed" });
+  const [row] = await ctx.sql<{ matched: number; ids: string[] }[]>`
+    with matched as (
+      select count(*)::int as n from (
+        select from user_books where true ${only} limit ${BULK_RETRY_MAX + 1}) m
+    ), picked as (
+      select id from user_books
+      where ${!dryRun} ${only}
+      order by id desc
+      limit ${BULK_RETRY_MAX}
+      for update skip locked
+    ), retried as (
+      update user_books b
+      set metadata_enrichment_status = 'Pending', metadata_enrichment_attempt_count = 0,
+          metadata_enrichment_error = null, metadata_enrichment_claimed_by = null,
+          metadata_enrichment_started_at = null, metadata_enrichment_finished_at = null,
+          updated_at = now()
+      from picked where b.id = picked.id and b.metadata_enrichment_status = 'Failed'
+      returning b.id
+    )
+    select (select n from matched) as matched,
+           coalesce((select array_agg(id::text) from retried), '{}') as ids`;
+  for (const id of row.ids) {
+    ctx.events.publish({ queue: name, id, transition: "retried", status: "Pending", attempt: 0 });
+  }
+  return bulkOutcome(row.matched, row.ids, dryRun);
+}
+
 /**
  * Books by enrichment status and the age of the oldest `Pending` one (since it was last updated),
  * for metrics. Books not yet `Ready` (status null) are not counted.
@@ -245,7 +384,7 @@ export async function stats(sql: Sql): Promise<QueueStats> {
 
 /**
  * Stale recovery, on every wake: `Running` started more than `staleAfterMs` ago → `Pending` with
- * the attempt spent, or `Failed` at the cap (ADR-022 row 3; the cap is issue 7's). One statement.
+ * the attempt spent, or `Failed` at the cap (ADR-022 row 3; the cap is this queue's own, beyond the ADR). One statement.
  */
 export async function recover(ctx: EnrichmentContext, _signal: AbortSignal): Promise<void> {
   const rows = await ctx.sql<{ id: string; status: EnrichmentStatus; attempt_count: number }[]>`
@@ -330,7 +469,7 @@ function pick(row: { status: EnrichmentStatus; attempt_count: number }) {
 /**
  * Claim the oldest `Pending` book: one atomic conditional UPDATE `Pending` → `Running` (ADR-022
  * row 3), the scalar `id = (select … for update skip locked limit 1)` taking exactly one row
- * (STYLE.md §3). Counts the attempt and stamps this boot's id.
+ * (docs/development.md). Counts the attempt and stamps this boot's id.
  *
  * @param lockHeld the queue lock's claim fence (lib/lock.ts): without the lock, nothing is claimed.
  *   Omitted only by tests that call the verb directly.
@@ -356,7 +495,7 @@ export async function claim(
     )
     returning id, metadata_enrichment_attempt_count as attempt_count,
               metadata_enrichment_claimed_by as claimed_by, title, author, (
-                -- The wake latency (issue 12): a subquery in RETURNING reads the statement's
+                -- The wake latency: a subquery in RETURNING reads the statement's
                 -- snapshot, so it sees the row as it was before this claim: Pending since its
                 -- last write (the completing ingestion, a give-back, a retry, a recovery).
                 select extract(epoch from now() - o.updated_at)::float8
@@ -395,6 +534,23 @@ export async function giveBack(ctx: EnrichmentContext, job: EnrichmentJob): Prom
 }
 
 /**
+ * Settle a run an admin cancelled, once it has stopped: `Failed` with {@linkcode CANCELLED}.
+ * Fenced on the claim.
+ *
+ * @returns false when the fence matched no row.
+ */
+export async function cancelRun(ctx: EnrichmentContext, job: EnrichmentJob): Promise<boolean> {
+  return await settle(
+    ctx,
+    job,
+    (sql) =>
+      sql`metadata_enrichment_status = 'Failed', metadata_enrichment_error = ${CANCELLED},
+          metadata_enrichment_finished_at = now()`,
+    { transition: "cancelled", status: "Failed", attempt: job.attempt_count, error: CANCELLED },
+  );
+}
+
+/**
  * Enrich one book: the local metadata from its chapters, then, when the remote engine is on, one
  * chat-completions call; then `Completed` with the metadata in one fenced write.
  *
@@ -410,11 +566,11 @@ export async function run(
   try {
     const chapters = await ctx.sql<{ html: string }[]>`
       select html from user_chapters where user_book_id = ${job.id} order by position`;
-    const { enrichLocally, htmlToText } = await import("./local.ts");
+    const { enrichLocally, htmlToText } = await import("./_local.ts");
     const local = enrichLocally(chapters.map((c) => c.html), signal);
     let metadata: Metadata = { ...local, engine: "local" };
     if (ctx.remote) {
-      const { enrichRemotely } = await import("./remote.ts");
+      const { enrichRemotely } = await import("./_remote.ts");
       const remote = await enrichRemotely(await ctx.remote.client(), ctx.remote.settings, {
         bookId: job.id,
         attempt: job.attempt_count,
@@ -441,7 +597,7 @@ export async function run(
       return await retryLater(ctx, job, signal.reason);
     }
     // Only the remote engine has permanent faults (a malformed answer, an HTTP 4xx).
-    if (ctx.remote && (await import("./remote.ts")).isPermanent(err)) {
+    if (ctx.remote && (await import("./_remote.ts")).isPermanent(err)) {
       return await fail(ctx, job, (err as Error).message);
     }
     return await retryLater(ctx, job, err);
@@ -461,7 +617,7 @@ type TxFragment = ReturnType<TxSql>;
 
 // Every write that settles a claimed book goes through here. It matches the row as this run
 // claimed it (Running, this attempt, this boot); 0 rows means the claim was lost: log it, change
-// nothing (STYLE.md §3). The event is published only once the write has committed.
+// nothing (docs/development.md). The event is published only once the write has committed.
 async function settle(
   ctx: EnrichmentContext,
   job: EnrichmentJob,

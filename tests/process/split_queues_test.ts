@@ -20,7 +20,7 @@ const SETUPS = (await Promise.all([
   import("../../queues/ssg/setup.ts"),
   import("../../queues/auto_publish/setup.ts"),
   import("../../queues/seo_backfill/setup.ts"),
-])).map((m) => m.default as QueueSetup);
+])).map((m) => m.queue as QueueSetup);
 
 Deno.test("consumedQueues(): any subset of the in-process queues, in any order and spacing; unset is all", () => {
   assert.deepEqual(consumedQueues({}, SETUPS), IN_PROCESS);

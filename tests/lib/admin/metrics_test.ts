@@ -359,10 +359,15 @@ dbTest(
         "events",
         "ingestion",
         "openapi.json",
+        "queues",
         "seo",
         "ssg",
         "user-books",
       ]);
+      // The queue pause gauge, every queue at 0 while none is paused.
+      for (const queue of ["ingestion", "ssg", "auto_publish"]) {
+        assert.equal(valueOf(m, "textstack_worker_queue_paused", { queue }), 0);
+      }
     } finally {
       worker.child.kill("SIGTERM");
       await worker.exited;

@@ -357,3 +357,53 @@ dbTest(
     return Promise.resolve();
   },
 );
+
+dbTest(
+  "a repeated claim key returns the same job and token; a settled key claims nothing",
+  async (db) => {
+    const { call } = hostApi(db);
+    const claim = async (body?: unknown) =>
+      (await (await call("POST", "/auto-publish/jobs/claim", body)).json()).jobs;
+    // An empty queue: the key claims nothing, and stays free to claim later.
+    const key = crypto.randomUUID();
+    assert.deepEqual(await claim({ claim_key: key }), []);
+    for (let i = 0; i < 3; i++) {
+      await call("POST", "/auto-publish/jobs", { edition_id: await insertEdition(db.sql) });
+    }
+    // The first claim and two repeats race; all three answer the same job and token.
+    const answers = await Promise.all([1, 2, 3].map(() => claim({ claim_key: key })));
+    assert.equal(answers[0].length, 1);
+    const [job] = answers[0];
+    for (const again of answers.slice(1)) {
+      assert.deepEqual(
+        again.map((j: { id: string; claim_token: string }) => [j.id, j.claim_token]),
+        [
+          [job.id, job.claim_token],
+        ],
+      );
+    }
+    assert.equal(job.attempt_count, 1);
+    const running = await db
+      .sql`select id, attempt_count from auto_publish_jobs where status = 'Running'`;
+    assert.deepEqual(running.map((r) => [r.id, r.attempt_count]), [[job.id, 1]]);
+    // Without a key, a claim takes the next job, as before.
+    const [other] = await claim();
+    assert.notEqual(other.id, job.id);
+    // Settled (completed): the key claims nothing more, though a job is still Queued.
+    const done = await call("POST", `/auto-publish/jobs/${job.id}/complete`, {
+      claim_token: job.claim_token,
+    });
+    assert.equal(done.status, 200);
+    assert.deepEqual(await claim({ claim_key: key }), []);
+    assert.equal((await claim({ claim_key: crypto.randomUUID() })).length, 1);
+    // The startup recover is unchanged: it fails a keyed job like any other.
+    const k2 = crypto.randomUUID();
+    await call("POST", "/auto-publish/jobs", { edition_id: await insertEdition(db.sql) });
+    const [keyed] = await claim({ claim_key: k2 });
+    const recovered = await (await call("POST", "/auto-publish/recover")).json();
+    assert.ok(recovered.recovered.includes(keyed.id));
+    assert.deepEqual(await claim({ claim_key: k2 }), []);
+    const bad = await call("POST", "/auto-publish/jobs/claim", { claim_key: 5 });
+    assert.equal(bad.status, 400);
+  },
+);

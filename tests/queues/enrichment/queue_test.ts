@@ -10,8 +10,8 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { connect } from "../../../lib/db.ts";
 import * as enrichment from "../../../queues/enrichment/mod.ts";
 import { MAX_ATTEMPTS } from "../../../queues/enrichment/mod.ts";
-import { parseAnswer } from "../../../queues/enrichment/remote.ts";
-import { WORDS_PER_MINUTE } from "../../../queues/enrichment/local.ts";
+import { parseAnswer } from "../../../queues/enrichment/_remote.ts";
+import { WORDS_PER_MINUTE } from "../../../queues/enrichment/_local.ts";
 import { dbTest, type TestDb, waitFor } from "../../_db.ts";
 import {
   ANSWER,

@@ -6,6 +6,7 @@
  */
 import type { QueueContext } from "../../lib/queue.ts";
 import type { SiteSource } from "../../site/render.ts";
+import type { EditionSummary } from "../../site/pages.tsx";
 
 // A query cancelled (pg_cancel_backend through postgres.js) when `signal` aborts, so a shutdown
 // never waits on a slow read.
@@ -28,8 +29,9 @@ export function siteSource(ctx: QueueContext): SiteSource {
   return {
     list: (signal) =>
       abortable(
-        ctx.sql<{ id: string; title: string; author: string | null }[]>`
-          select id, title, author from editions
+        ctx.sql<EditionSummary[]>`
+          select id, title, author, language, direction, meta_description as description, licence
+          from editions
           where published_at is not null
           order by published_at desc, id desc`,
         signal,

@@ -26,7 +26,7 @@ export const REPAIR_RETRY_MS = 60_000;
  * @param resources the files the chapters use (see `writeAssets`).
  * @param signal stops the write between files (it is then redone by {@linkcode repairAssets}).
  * @param fresh a new edition's first version: nothing was ever written under its id, so it is
- *   written straight into place and there is no other version to delete (issue 11).
+ *   written straight into place and there is no other version to delete.
  * @throws the file-system error, or `signal.reason`.
  */
 export async function publishAssets(
@@ -49,7 +49,7 @@ export async function publishAssets(
 }
 
 // A read the signal cancels (`pg_cancel_backend` through postgres.js's cancel request): a read
-// waiting on a lock must not hold the wake past its budget (issue 9, review).
+// waiting on a lock must not hold the wake past its budget.
 async function bounded<T>(query: { cancel(): void } & Promise<T>, signal: AbortSignal): Promise<T> {
   const cancel = () => query.cancel();
   signal.addEventListener("abort", cancel, { once: true });
@@ -64,7 +64,7 @@ async function bounded<T>(query: { cancel(): void } & Promise<T>, signal: AbortS
 
 /**
  * Rewrite the assets of editions whose written version lags the saved one, until `signal`
- * aborts: it cancels the statement in progress and stops between files (issue 9, review: the
+ * aborts: it cancels the statement in progress and stops between files (the
  * repair is bounded by time; the caller passes its budget in the signal).
  *
  * @returns how many editions were repaired.

@@ -1,5 +1,5 @@
 /**
- * The OpenAI-compatible enrichment engine (issue 7): one chat-completions call per queue attempt
+ * The OpenAI-compatible enrichment engine: one chat-completions call per queue attempt
  * asking for a short summary, genres, audience and content warnings as JSON, validated with zod.
  *
  * The client never retries by itself (`maxRetries: 0`): the queue's attempt is the only retry, so
