@@ -23,7 +23,7 @@ import { StatsCache } from "./lib/admin/stats_cache.ts";
 import { createMetrics, metricsRoutes } from "./lib/admin/metrics.ts";
 import { QueueControl } from "./lib/control.ts";
 import { queuesRoutes } from "./lib/http/queues.ts";
-import type { Consumed, QueueSetup } from "./lib/queue_setup.ts";
+import { type Consumed, consumedQueues, type QueueSetup } from "./lib/queue_setup.ts";
 
 const env = Deno.env.toObject();
 /** Every queue, one line each: its folder's setup (lib/queue_setup.ts). */
@@ -39,8 +39,11 @@ const VIEWS = QUEUES.map((queue) => queue.view);
 let config;
 // Every queue's settings, read now so a bad one stops the worker before anything starts.
 const settings = new Map<QueueSetup, unknown>();
+/** The in-process queues this instance consumes (`QUEUES`); every instance serves the whole API. */
+let consumes: string[];
 try {
   config = parseConfig(env);
+  consumes = consumedQueues(env, QUEUES);
   for (const queue of QUEUES) settings.set(queue, queue.settings(env));
 } catch (err) {
   if (!(err instanceof ConfigError)) throw err;
@@ -74,7 +77,8 @@ for (const level of ["warn", "error", "log", "info"] as const) {
     );
 }
 const bootId = crypto.randomUUID();
-log.info({ bootId, pid: Deno.pid }, "starting");
+const instance = { bootId, pid: Deno.pid, host: Deno.hostname(), consumes };
+log.info({ bootId, pid: Deno.pid, consumes }, "starting");
 
 const lifecycle = new Lifecycle(log, config.shutdownBudgetMs);
 lifecycle.installSignals();
@@ -157,7 +161,14 @@ const collector = collectWhenIdle(events, loadGc(), QUIET_MS, log);
 lifecycle.stopping.addEventListener("abort", () => collector.close(), { once: true });
 const base: QueueContext = { sql, log, bootId, events };
 const listener = new Listener({
-  connect: () => connect(url!, { schema, applicationName: "textstack-listener", max: 1 }),
+  connect: (hooks) =>
+    connect(url!, {
+      schema,
+      applicationName: "textstack-listener",
+      max: 1,
+      dedicated: true,
+      ...hooks,
+    }),
   pool: sql,
   log,
   probeChannel: `${schema}._probe`,
@@ -212,7 +223,11 @@ const host = {
   listen: (table: string, wake: Wake) => listener.listen(`${schema}.${table}`, wake),
 };
 const parts = QUEUES.map((queue) => queue.setup(host, settings.get(queue)));
-for (const { consume } of parts) if (consume) await serve(consume);
+// A queue not in QUEUES is not consumed here: no lock, no consumer, and none of its periodic work
+// (recovery, asset repair, retention run in its consumer's rounds). Its routes are still served.
+for (const [i, { consume }] of parts.entries()) {
+  if (consume && consumes.includes(QUEUES[i].name)) await serve(consume);
+}
 
 const token = config.internalApiToken ??
   await loadOrCreateToken(config.dataDir, log)
@@ -245,12 +260,31 @@ const app = createApi({
   lifecycle,
   health: () => Promise.resolve({ bootId }),
   ready: async () => {
-    // Bounded: a black-holed pool must not hang the probe past the load balancer's timeout.
+    // Every in-process queue: its consumer's state here, or "not consumed here" (QUEUES), which is
+    // fine: another instance consumes it.
+    const states = new Map(consumers);
+    const queues = Object.fromEntries(
+      VIEWS.filter((v) => v.consumer === "worker").map((v) => [
+        v.name,
+        states.get(v.name)?.state ?? "not consumed here",
+      ]),
+    );
+    const fine = listener.live &&
+      Object.values(queues).every((state) =>
+        state === "holding" || state === "standing-by" || state === "not consumed here"
+      );
+    // Bounded: a black-holed pool must not hang the probe past the load balancer's timeout, and
+    // when another check already says unready (a failover: the locks and the listener are gone),
+    // the answer does not wait long for the database. A server in recovery (a standby the pool
+    // reached) takes no writes: not ready.
+    const budgetMs = fine ? 2000 : 250;
     const database = await Promise.race([
-      sql`select 1`.then(() => "ok", (err) => String(err?.message ?? err)),
-      sleep(2000).then(() => "no answer within 2000 ms"),
+      sql<{ recovering: boolean }[]>`select pg_is_in_recovery() as recovering`.then(
+        ([row]) => row.recovering ? "in recovery (a standby): waiting for a primary" : "ok",
+        (err) => String(err?.message ?? err),
+      ),
+      sleep(budgetMs).then(() => `no answer within ${budgetMs} ms`),
     ]);
-    const queues = Object.fromEntries(consumers.map(([name, c]) => [name, c.state]));
     const pooler = [...locks.values()].some((l) => l.poolerSuspected);
     const checks = {
       migrated: true,
@@ -259,11 +293,10 @@ const app = createApi({
       listener: listener.live ? "live" : listener.degraded ? "degraded" : "starting",
       pooler: pooler ? "suspected: the worker needs a direct connection" : "none",
     };
-    const ready = database === "ok" && listener.live && !pooler &&
-      Object.values(queues).every((state) => state === "holding" || state === "standing-by");
+    const ready = database === "ok" && fine && !pooler;
     // A paused queue is an operator's choice, not a fault: shown, never unready.
     const paused = VIEWS.map((v) => v.name).filter((name) => control.paused(name));
-    return { ready, checks, paused };
+    return { ready, checks, paused, instance };
   },
   routes: Object.assign({
     "/queues": queuesRoutes({
@@ -287,6 +320,7 @@ const app = createApi({
           ctx: base,
           control,
           locks,
+          instance,
           events,
           lifecycle,
           log,

@@ -34,6 +34,7 @@ import { secureHeaders } from "hono/secure-headers";
 import {
   BulkRetryPage,
   DASHBOARD_CSS,
+  type InstanceInfo,
   JobPage,
   LIVE_JS,
   LoginPage,
@@ -72,8 +73,10 @@ export interface AdminDeps extends EventStreamDeps {
   ctx: QueueContext;
   /** Pauses and cancel requests (lib/control.ts). */
   control: Pick<QueueControl, "pause" | "resume" | "state" | "requestCancel">;
-  /** This process's lock per queue name. */
+  /** This process's lock per queue name (only the queues it consumes). */
   locks: ReadonlyMap<string, LockState>;
+  /** Which instance this is and what it consumes, shown on the overview. */
+  instance?: InstanceInfo;
   /**
    * The sign-in rate limit (lib/admin/login_limit.ts): refused sign-ins per address per window;
    * the defaults unless a test sets them.
@@ -238,6 +241,7 @@ export function adminRoutes(deps: AdminDeps): Hono {
         snapshot={deps.cache.snapshot}
         intervalMs={deps.cache.intervalMs}
         holdsLock={(queue, pid) => deps.locks.get(queue)?.backendPid === pid}
+        instance={deps.instance}
         paused={(queue) => deps.control.state(queue).paused}
       />,
     ));

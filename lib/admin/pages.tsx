@@ -138,6 +138,17 @@ export const LoginPage: FC<{ error?: string }> = ({ error }) => (
   </Layout>
 );
 
+/** Which instance this is, for the dashboard and `/readyz`: several may share one database. */
+export interface InstanceInfo {
+  /** This process's per-boot id (the `claimed_by` of its claims). */
+  readonly bootId: string;
+  readonly pid: number;
+  /** The machine's host name. */
+  readonly host: string;
+  /** The in-process queues this instance consumes (`QUEUES`). */
+  readonly consumes: readonly string[];
+}
+
 /** Every queue: counts by status, oldest runnable age, lock holder, last hour's throughput. */
 export const OverviewPage: FC<{
   views: readonly QueueView[];
@@ -145,10 +156,18 @@ export const OverviewPage: FC<{
   /** The background count's interval, in ms (`STATS_INTERVAL_MS`). */
   intervalMs: number;
   holdsLock: (queue: string, pid: number) => boolean;
+  instance?: InstanceInfo;
   paused: (queue: string) => boolean;
-}> = ({ views, snapshot, intervalMs, holdsLock, paused }) => (
+}> = ({ views, snapshot, intervalMs, holdsLock, instance, paused }) => (
   <Layout title="Overview" views={views} live>
     <div id="overview" data-live-region>
+      {instance && (
+        <p data-instance>
+          This instance: boot {instance.bootId}, pid {instance.pid} on {instance.host}; consumes
+          {" "}
+          {instance.consumes.length ? instance.consumes.join(", ") : "no queue"} (QUEUES).
+        </p>
+      )}
       <p class="muted">
         Counts as of{" "}
         {snapshot ? time(snapshot.at) : "— (first count pending)"}, refreshed in the background
@@ -193,9 +212,11 @@ export const OverviewPage: FC<{
                     ? `pid ${q.holder.pid} (${q.holder.application}${
                       q.holder.client ? ` from ${q.holder.client}` : ""
                     }, since ${time(q.holder.since)})${
-                      holdsLock(v.name, q.holder.pid) ? " — this process" : ""
+                      holdsLock(v.name, q.holder.pid) ? " — this process" : " — another instance"
                     }`
                     : "nobody"}
+                  {v.consumer === "worker" && instance && !instance.consumes.includes(v.name) &&
+                    " (not consumed here)"}
                 </td>
                 <td>
                   {q ? `${q.lastHour.completed} completed, ${q.lastHour.failed} failed` : "—"}

@@ -93,6 +93,8 @@ export interface LazyApp {
 export interface Readiness {
   readonly ready: boolean;
   readonly checks: Readonly<Record<string, unknown>>;
+  /** Which instance answers (boot id, pid, host, the queues it consumes). */
+  readonly instance?: Readonly<Record<string, unknown>>;
   /** The paused queues (lib/control.ts): shown in a field of their own, never unready. */
   readonly paused?: readonly string[];
 }

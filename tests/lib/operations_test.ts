@@ -377,11 +377,13 @@ async function twoControls(db: TestDb, ctx: IngestionContext) {
       max: 2,
     });
     const listener = new Listener({
-      connect: () =>
+      connect: (hooks) =>
         connect(db.url, {
           schema: db.schema,
           applicationName: `${db.applicationName}-l${name}`,
           max: 1,
+          dedicated: true,
+          ...hooks,
         }),
       pool,
       log: ctx.log,

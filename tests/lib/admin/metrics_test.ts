@@ -227,7 +227,14 @@ dbTest(
     const proxy = startProxy(db.url);
     const app = `${db.schema}-listener`;
     const listener = new Listener({
-      connect: () => connect(proxy.url, { schema: db.schema, applicationName: app, max: 1 }),
+      connect: (hooks) =>
+        connect(proxy.url, {
+          schema: db.schema,
+          applicationName: app,
+          max: 1,
+          dedicated: true,
+          ...hooks,
+        }),
       pool: db.sql,
       log: ctx.log,
       probeChannel: `${db.schema}._probe`,
