@@ -21,7 +21,9 @@ import type { QueueContext } from "./lib/queue.ts";
 import { createApi, loadOrCreateToken } from "./lib/http/api.ts";
 import { StatsCache } from "./lib/admin/stats_cache.ts";
 import { createMetrics, metricsRoutes } from "./lib/admin/metrics.ts";
-import type { Consumed, QueueSetup } from "./lib/queue_setup.ts";
+import { QueueControl } from "./lib/control.ts";
+import { queuesRoutes } from "./lib/http/queues.ts";
+import { type Consumed, consumedQueues, type QueueSetup } from "./lib/queue_setup.ts";
 
 const env = Deno.env.toObject();
 /** Every queue, one line each: its folder's setup (lib/queue_setup.ts). */
@@ -37,8 +39,11 @@ const VIEWS = QUEUES.map((queue) => queue.view);
 let config;
 // Every queue's settings, read now so a bad one stops the worker before anything starts.
 const settings = new Map<QueueSetup, unknown>();
+/** The in-process queues this instance consumes (`QUEUES`); every instance serves the whole API. */
+let consumes: string[];
 try {
   config = parseConfig(env);
+  consumes = consumedQueues(env, QUEUES);
   for (const queue of QUEUES) settings.set(queue, queue.settings(env));
 } catch (err) {
   if (!(err instanceof ConfigError)) throw err;
@@ -72,7 +77,8 @@ for (const level of ["warn", "error", "log", "info"] as const) {
     );
 }
 const bootId = crypto.randomUUID();
-log.info({ bootId, pid: Deno.pid }, "starting");
+const instance = { bootId, pid: Deno.pid, host: Deno.hostname(), consumes };
+log.info({ bootId, pid: Deno.pid, consumes }, "starting");
 
 const lifecycle = new Lifecycle(log, config.shutdownBudgetMs);
 lifecycle.installSignals();
@@ -155,13 +161,26 @@ const collector = collectWhenIdle(events, loadGc(), QUIET_MS, log);
 lifecycle.stopping.addEventListener("abort", () => collector.close(), { once: true });
 const base: QueueContext = { sql, log, bootId, events };
 const listener = new Listener({
-  connect: () => connect(url!, { schema, applicationName: "textstack-listener", max: 1 }),
+  connect: (hooks) =>
+    connect(url!, {
+      schema,
+      applicationName: "textstack-listener",
+      max: 1,
+      dedicated: true,
+      ...hooks,
+    }),
   pool: sql,
   log,
   probeChannel: `${schema}._probe`,
   probeEveryMs: config.listenerProbeMs,
 });
 lifecycle.onStop("db", "listener", () => listener.close());
+// Pauses and cancel requests, shared by every instance on the database (lib/control.ts).
+const control = new QueueControl({ sql, schema, log });
+await listener.listen(control.channel, control.handler)
+  .catch((err) => fatal(`Cannot listen on channel "${control.channel}"`, err));
+await control.start();
+lifecycle.onStop("drains", "control", () => Promise.resolve(control.stop()));
 const consumers: [string, { readonly state: string }][] = [];
 const locks = new Map<string, QueueLock>();
 
@@ -179,8 +198,13 @@ async function serve({ queue, ctx, runTimeoutMs }: Consumed): Promise<void> {
     standbyRetryMs: config!.standbyRetryMs,
     runTimeoutMs,
     recycle: () => recyclePool(sql),
+    paused: () => control.paused(queue.name),
   });
   consumers.push([queue.name, consumer]);
+  control.onCancel(queue.name, (id) => consumer.cancel(id));
+  control.onPauseChange((name, paused) => {
+    if (name === queue.name && !paused) wake.notify();
+  });
   // A little inside the phase's deadline: a give-back still waiting at the deadline must surface
   // as "jobs left in flight" (exit 3), not lose the race with the phase's timer (exit 1).
   lifecycle.onStop("consumers", queue.name, (deadline) => consumer.stop(deadline - 25));
@@ -190,9 +214,13 @@ async function serve({ queue, ctx, runTimeoutMs }: Consumed): Promise<void> {
 }
 const starts: (() => void)[] = [];
 const parts = QUEUES.map((queue) =>
-  queue.setup({ config: config!, base, lifecycle }, settings.get(queue))
+  queue.setup({ config: config!, base, lifecycle, control }, settings.get(queue))
 );
-for (const { consume } of parts) if (consume) await serve(consume);
+// A queue not in QUEUES is not consumed here: no lock, no consumer, and none of its periodic work
+// (recovery, asset repair, retention run in its consumer's rounds). Its routes are still served.
+for (const [i, { consume }] of parts.entries()) {
+  if (consume && consumes.includes(QUEUES[i].name)) await serve(consume);
+}
 
 const token = config.internalApiToken ??
   await loadOrCreateToken(config.dataDir, log)
@@ -215,6 +243,8 @@ const { registry } = createMetrics({
     Object.assign({ events: events.droppedTotal }, ...parts.map((p) => p.channelDrops?.() ?? {})),
   poolMax: { pool: sql.options.max, listener: 1, locks: locks.size },
   listener,
+  paused: (queue) => control.paused(queue),
+  processMetrics: true,
 });
 const app = createApi({
   token,
@@ -223,12 +253,31 @@ const app = createApi({
   lifecycle,
   health: () => Promise.resolve({ bootId }),
   ready: async () => {
-    // Bounded: a black-holed pool must not hang the probe past the load balancer's timeout.
+    // Every in-process queue: its consumer's state here, or "not consumed here" (QUEUES), which is
+    // fine: another instance consumes it.
+    const states = new Map(consumers);
+    const queues = Object.fromEntries(
+      VIEWS.filter((v) => v.consumer === "worker").map((v) => [
+        v.name,
+        states.get(v.name)?.state ?? "not consumed here",
+      ]),
+    );
+    const fine = listener.live &&
+      Object.values(queues).every((state) =>
+        state === "holding" || state === "standing-by" || state === "not consumed here"
+      );
+    // Bounded: a black-holed pool must not hang the probe past the load balancer's timeout, and
+    // when another check already says unready (a failover: the locks and the listener are gone),
+    // the answer does not wait long for the database. A server in recovery (a standby the pool
+    // reached) takes no writes: not ready.
+    const budgetMs = fine ? 2000 : 250;
     const database = await Promise.race([
-      sql`select 1`.then(() => "ok", (err) => String(err?.message ?? err)),
-      sleep(2000).then(() => "no answer within 2000 ms"),
+      sql<{ recovering: boolean }[]>`select pg_is_in_recovery() as recovering`.then(
+        ([row]) => row.recovering ? "in recovery (a standby): waiting for a primary" : "ok",
+        (err) => String(err?.message ?? err),
+      ),
+      sleep(budgetMs).then(() => `no answer within ${budgetMs} ms`),
     ]);
-    const queues = Object.fromEntries(consumers.map(([name, c]) => [name, c.state]));
     const pooler = [...locks.values()].some((l) => l.poolerSuspected);
     const checks = {
       migrated: true,
@@ -237,11 +286,19 @@ const app = createApi({
       listener: listener.live ? "live" : listener.degraded ? "degraded" : "starting",
       pooler: pooler ? "suspected: the worker needs a direct connection" : "none",
     };
-    const ready = database === "ok" && listener.live && !pooler &&
-      Object.values(queues).every((state) => state === "holding" || state === "standing-by");
-    return { ready, checks };
+    const ready = database === "ok" && fine && !pooler;
+    // A paused queue is an operator's choice, not a fault: shown, never unready.
+    const paused = VIEWS.map((v) => v.name).filter((name) => control.paused(name));
+    return { ready, checks, paused, instance };
   },
-  routes: Object.assign({}, ...parts.map((p) => p.routes)),
+  routes: Object.assign({
+    "/queues": queuesRoutes({
+      views: VIEWS,
+      cache,
+      control,
+      consumerState: (queue) => consumers.find(([name]) => name === queue)?.[1].state ?? null,
+    }),
+  }, ...parts.map((p) => p.routes)),
   unlimitedBodies: parts.flatMap((p) => p.unlimitedBodies ?? []),
   apps: [
     metricsRoutes(registry, metricsToken),
@@ -254,7 +311,9 @@ const app = createApi({
           views: VIEWS,
           cache,
           ctx: base,
+          control,
           locks,
+          instance,
           events,
           lifecycle,
           log,

@@ -15,6 +15,8 @@ create table auto_publish_jobs (
   created_at timestamp with time zone default now() not null,
   updated_at timestamp with time zone default now() not null,
   claim_key uuid,
+  attempts jsonb default '[]'::jsonb not null,
+  cancelled_at timestamp with time zone,
   constraint auto_publish_jobs_attempt_count_check CHECK ((attempt_count >= 0)),
   constraint auto_publish_jobs_edition_id_fkey FOREIGN KEY (edition_id) REFERENCES editions(id) ON DELETE CASCADE,
   constraint auto_publish_jobs_pkey PRIMARY KEY (id),
@@ -66,11 +68,18 @@ create table ingestion_jobs (
   created_at timestamp with time zone default now() not null,
   updated_at timestamp with time zone default now() not null,
   finished_at timestamp with time zone,
+  attempts jsonb default '[]'::jsonb not null,
   constraint ingestion_jobs_attempt_count_check CHECK ((attempt_count >= 0)),
   constraint ingestion_jobs_edition_id_fkey FOREIGN KEY (edition_id) REFERENCES editions(id),
   constraint ingestion_jobs_pkey PRIMARY KEY (id),
   constraint ingestion_jobs_status_check CHECK ((status = ANY (ARRAY['Queued'::text, 'Processing'::text, 'Completed'::text, 'Failed'::text])))
 ) with (fillfactor=80);
+
+create table queue_pauses (
+  queue text not null,
+  paused_at timestamp with time zone default now() not null,
+  constraint queue_pauses_pkey PRIMARY KEY (queue)
+);
 
 create table resources (
   edition_id bigint not null,
@@ -103,6 +112,7 @@ create table seo_backfill_jobs (
   created_at timestamp with time zone default now() not null,
   updated_at timestamp with time zone default now() not null,
   claim_key uuid,
+  attempts jsonb default '[]'::jsonb not null,
   constraint seo_backfill_jobs_attempt_count_check CHECK ((attempt_count >= 0)),
   constraint seo_backfill_jobs_claimed_via_check CHECK ((claimed_via = ANY (ARRAY['poller'::text, 'crew'::text]))),
   constraint seo_backfill_jobs_edition_id_fkey FOREIGN KEY (edition_id) REFERENCES editions(id) ON DELETE CASCADE,
@@ -131,6 +141,7 @@ create table ssg_rebuild_jobs (
   finished_at timestamp with time zone,
   created_at timestamp with time zone default now() not null,
   updated_at timestamp with time zone default now() not null,
+  attempts jsonb default '[]'::jsonb not null,
   constraint ssg_rebuild_jobs_attempt_count_check CHECK ((attempt_count >= 0)),
   constraint ssg_rebuild_jobs_kind_check CHECK ((kind = 'Full'::text)),
   constraint ssg_rebuild_jobs_pkey PRIMARY KEY (id),
@@ -154,6 +165,7 @@ create table user_books (
   metadata_enrichment_finished_at timestamp with time zone,
   metadata_enrichment_error text,
   metadata jsonb,
+  metadata_enrichment_attempts jsonb default '[]'::jsonb not null,
   constraint user_books_metadata_enrichment_attempt_count_check CHECK ((metadata_enrichment_attempt_count >= 0)),
   constraint user_books_metadata_enrichment_status_check CHECK ((metadata_enrichment_status = ANY (ARRAY['Pending'::text, 'Running'::text, 'Completed'::text, 'Failed'::text]))),
   constraint user_books_owner_id_check CHECK ((owner_id > 0)),
@@ -183,6 +195,7 @@ create table user_ingestion_jobs (
   created_at timestamp with time zone default now() not null,
   updated_at timestamp with time zone default now() not null,
   finished_at timestamp with time zone,
+  attempts jsonb default '[]'::jsonb not null,
   constraint user_ingestion_jobs_attempt_count_check CHECK ((attempt_count >= 0)),
   constraint user_ingestion_jobs_pkey PRIMARY KEY (id),
   constraint user_ingestion_jobs_status_check CHECK ((status = ANY (ARRAY['Queued'::text, 'Processing'::text, 'Completed'::text, 'Failed'::text]))),
@@ -191,22 +204,28 @@ create table user_ingestion_jobs (
 
 CREATE INDEX auto_publish_jobs_claim_key ON auto_publish_jobs USING btree (claim_key) WHERE (claim_key IS NOT NULL);
 CREATE INDEX auto_publish_jobs_claimable ON auto_publish_jobs USING btree (priority DESC, created_at, id) WHERE (status = 'Queued'::text);
-CREATE INDEX auto_publish_jobs_failures ON auto_publish_jobs USING btree (edition_id, finished_at) WHERE (status = 'Failed'::text);
+CREATE INDEX auto_publish_jobs_failed ON auto_publish_jobs USING btree (id) WHERE (status = 'Failed'::text);
+CREATE INDEX auto_publish_jobs_failures ON auto_publish_jobs USING btree (edition_id, finished_at) WHERE ((status = 'Failed'::text) AND (cancelled_at IS NULL));
 CREATE UNIQUE INDEX auto_publish_jobs_one_in_flight ON auto_publish_jobs USING btree (edition_id) WHERE (status = ANY (ARRAY['Queued'::text, 'Running'::text]));
 CREATE INDEX editions_assets_behind ON editions USING btree (id) WHERE (assets_version <> asset_version);
 CREATE INDEX editions_published ON editions USING btree (published_at) WHERE (published_at IS NOT NULL);
 CREATE INDEX ingestion_jobs_claimable ON ingestion_jobs USING btree (id) WHERE (status = ANY (ARRAY['Queued'::text, 'Processing'::text]));
+CREATE INDEX ingestion_jobs_failed ON ingestion_jobs USING btree (id) WHERE (status = 'Failed'::text);
 CREATE INDEX ingestion_jobs_finished ON ingestion_jobs USING btree (finished_at) WHERE (status = ANY (ARRAY['Completed'::text, 'Failed'::text]));
 CREATE INDEX ingestion_jobs_processing ON ingestion_jobs USING btree (claimed_at) WHERE (status = 'Processing'::text);
 CREATE INDEX seo_backfill_jobs_claim_key ON seo_backfill_jobs USING btree (claim_key) WHERE (claim_key IS NOT NULL);
 CREATE INDEX seo_backfill_jobs_claimable ON seo_backfill_jobs USING btree (created_at, id) WHERE (status = 'Queued'::text);
+CREATE INDEX seo_backfill_jobs_failed ON seo_backfill_jobs USING btree (id) WHERE (status = 'Failed'::text);
 CREATE INDEX seo_backfill_jobs_running ON seo_backfill_jobs USING btree (claimed_at) WHERE (status = 'Running'::text);
+CREATE INDEX ssg_rebuild_jobs_failed ON ssg_rebuild_jobs USING btree (id) WHERE (status = 'Failed'::text);
 CREATE INDEX ssg_rebuild_jobs_in_flight ON ssg_rebuild_jobs USING btree (created_at) WHERE (status = ANY (ARRAY['Queued'::text, 'Running'::text]));
 CREATE UNIQUE INDEX ssg_rebuild_jobs_one_queued ON ssg_rebuild_jobs USING btree (kind) WHERE (status = 'Queued'::text);
 CREATE INDEX user_books_enrichment_claimable ON user_books USING btree (id) WHERE (metadata_enrichment_status = ANY (ARRAY['Pending'::text, 'Running'::text]));
+CREATE INDEX user_books_enrichment_failed ON user_books USING btree (id) WHERE (metadata_enrichment_status = 'Failed'::text);
 CREATE INDEX user_books_owner ON user_books USING btree (owner_id);
 CREATE INDEX user_ingestion_jobs_book ON user_ingestion_jobs USING btree (user_book_id);
 CREATE INDEX user_ingestion_jobs_claimable ON user_ingestion_jobs USING btree (id) WHERE (status = ANY (ARRAY['Queued'::text, 'Processing'::text]));
+CREATE INDEX user_ingestion_jobs_failed ON user_ingestion_jobs USING btree (id) WHERE (status = 'Failed'::text);
 
 CREATE OR REPLACE FUNCTION notify_queue()
  RETURNS trigger
@@ -230,6 +249,17 @@ begin
 end
 $function$;
 
+CREATE OR REPLACE FUNCTION notify_queue_control()
+ RETURNS trigger
+ LANGUAGE plpgsql
+AS $function$
+begin
+  perform pg_notify(tg_table_schema || '.queue_control',
+    json_build_object('pause', coalesce(new.queue, old.queue))::text);
+  return null;
+end
+$function$;
+
 CREATE OR REPLACE FUNCTION notify_queue_row()
  RETURNS trigger
  LANGUAGE plpgsql
@@ -240,11 +270,50 @@ begin
 end
 $function$;
 
+CREATE OR REPLACE FUNCTION record_attempt()
+ RETURNS trigger
+ LANGUAGE plpgsql
+AS $function$
+declare
+  o jsonb := to_jsonb(old);
+  n jsonb := to_jsonb(new);
+  status text := n ->> tg_argv[0];
+  err text := n ->> tg_argv[3];
+  outcome text;
+  list jsonb;
+begin
+  outcome := case
+    when status = 'Completed' then 'completed'
+    when status = 'Failed' and err = 'cancelled by admin' then 'cancelled'
+    when status = 'Failed' then 'failed'
+    when (n ->> tg_argv[1])::int < (o ->> tg_argv[1])::int then 'given_back'
+    else 'retry' end;
+  list := coalesce(o -> tg_argv[4], '[]'::jsonb) || jsonb_build_array(jsonb_build_object(
+    'attempt', (o ->> tg_argv[1])::int,
+    'started_at', o -> tg_argv[2],
+    'ended_at', to_jsonb(now()),
+    'outcome', outcome,
+    'error', err));
+  if jsonb_array_length(list) > 20 then
+    list := (select jsonb_agg(e order by i) from jsonb_array_elements(list) with ordinality t(e, i)
+             where i > jsonb_array_length(list) - 20);
+  end if;
+  return jsonb_populate_record(new, jsonb_build_object(tg_argv[4], list));
+end
+$function$;
+
+CREATE TRIGGER auto_publish_jobs_attempts BEFORE UPDATE ON auto_publish_jobs FOR EACH ROW WHEN (((old.status = 'Running'::text) AND (new.status <> 'Running'::text))) EXECUTE FUNCTION record_attempt('status', 'attempt_count', 'claimed_at', 'error', 'attempts');
+CREATE TRIGGER ingestion_jobs_attempts BEFORE UPDATE ON ingestion_jobs FOR EACH ROW WHEN (((old.status = 'Processing'::text) AND (new.status <> 'Processing'::text))) EXECUTE FUNCTION record_attempt('status', 'attempt_count', 'claimed_at', 'error', 'attempts');
 CREATE TRIGGER ingestion_jobs_notify_insert AFTER INSERT ON ingestion_jobs REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION notify_queue();
 CREATE TRIGGER ingestion_jobs_notify_update AFTER UPDATE ON ingestion_jobs FOR EACH ROW WHEN ((new.status = 'Queued'::text)) EXECUTE FUNCTION notify_queue_row();
+CREATE TRIGGER queue_pauses_notify AFTER INSERT OR DELETE OR UPDATE ON queue_pauses FOR EACH ROW EXECUTE FUNCTION notify_queue_control();
+CREATE TRIGGER seo_backfill_jobs_attempts BEFORE UPDATE ON seo_backfill_jobs FOR EACH ROW WHEN (((old.status = 'Running'::text) AND (new.status <> 'Running'::text))) EXECUTE FUNCTION record_attempt('status', 'attempt_count', 'claimed_at', 'error', 'attempts');
+CREATE TRIGGER ssg_rebuild_jobs_attempts BEFORE UPDATE ON ssg_rebuild_jobs FOR EACH ROW WHEN (((old.status = 'Running'::text) AND (new.status <> 'Running'::text))) EXECUTE FUNCTION record_attempt('status', 'attempt_count', 'started_at', 'error', 'attempts');
 CREATE TRIGGER ssg_rebuild_jobs_notify_insert AFTER INSERT ON ssg_rebuild_jobs REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION notify_queue();
 CREATE TRIGGER ssg_rebuild_jobs_notify_update AFTER UPDATE ON ssg_rebuild_jobs FOR EACH ROW WHEN ((new.status = 'Queued'::text)) EXECUTE FUNCTION notify_queue_row();
+CREATE TRIGGER user_books_enrichment_attempts BEFORE UPDATE ON user_books FOR EACH ROW WHEN (((old.metadata_enrichment_status = 'Running'::text) AND (new.metadata_enrichment_status IS DISTINCT FROM 'Running'::text))) EXECUTE FUNCTION record_attempt('metadata_enrichment_status', 'metadata_enrichment_attempt_count', 'metadata_enrichment_started_at', 'metadata_enrichment_error', 'metadata_enrichment_attempts');
 CREATE TRIGGER user_books_enrichment_notify AFTER UPDATE ON user_books FOR EACH ROW WHEN ((new.metadata_enrichment_status = 'Pending'::text)) EXECUTE FUNCTION notify_queue_row();
 CREATE TRIGGER user_books_enrichment_notify_insert AFTER INSERT ON user_books REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION notify_queue('Pending', 'metadata_enrichment_status');
+CREATE TRIGGER user_ingestion_jobs_attempts BEFORE UPDATE ON user_ingestion_jobs FOR EACH ROW WHEN (((old.status = 'Processing'::text) AND (new.status <> 'Processing'::text))) EXECUTE FUNCTION record_attempt('status', 'attempt_count', 'claimed_at', 'error', 'attempts');
 CREATE TRIGGER user_ingestion_jobs_notify_insert AFTER INSERT ON user_ingestion_jobs REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION notify_queue();
 CREATE TRIGGER user_ingestion_jobs_notify_update AFTER UPDATE ON user_ingestion_jobs FOR EACH ROW WHEN ((new.status = 'Queued'::text)) EXECUTE FUNCTION notify_queue_row();

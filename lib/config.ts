@@ -5,6 +5,7 @@
  * @module
  */
 import { z } from "zod";
+import { DatabaseUrlError, parseDatabaseUrl } from "./database_url.ts";
 
 /** The worker's settings, parsed once at startup. All durations are in milliseconds. */
 export interface Config {
@@ -75,17 +76,6 @@ const MAX_MS = 2_147_483_647;
 const ms = z.string().regex(/^\d+$/).transform(Number).pipe(z.number().int().min(1).max(MAX_MS));
 const port = z.string().regex(/^\d+$/).transform(Number).pipe(z.number().int().min(0).max(65535));
 const tcpPort = port.pipe(z.number().min(1));
-const url = z.string().regex(/^postgres(ql)?:\/\//).refine((raw) => {
-  try {
-    const parsed = new URL(raw);
-    decodeURIComponent(parsed.username);
-    decodeURIComponent(parsed.password);
-    decodeURIComponent(parsed.pathname);
-    return parsed.hostname !== "";
-  } catch {
-    return false;
-  }
-});
 // pg_ names are reserved by PostgreSQL. At most 40 characters: NOTIFY channels are named
 // "<schema>.<table>" and PostgreSQL refuses a channel name of 64 bytes or more.
 const identifier = z.string().regex(/^(?!pg_)[a-z_][a-z0-9_]{0,39}$/);
@@ -108,6 +98,24 @@ const host = z.union([
   z.hostname().refine((raw) => !/^[\d.]+$/.test(raw)),
 ]);
 
+// DATABASE_URL is read as libpq reads a URI (lib/database_url.ts): a host list, a local socket.
+// It holds the password, so an error says what is wrong with it and never quotes it.
+function readDatabaseUrl(env: Env): string | undefined {
+  const raw = env.DATABASE_URL;
+  if (raw === undefined || raw === "") return undefined;
+  try {
+    parseDatabaseUrl(raw);
+  } catch (err) {
+    if (!(err instanceof DatabaseUrlError)) throw err;
+    throw new ConfigError(
+      `Cannot parse DATABASE_URL: expected a postgres:// URL with a host (or a host list, or a ` +
+        `socket directory), valid ports and %-escapes; ${err.message} (the value is not shown: ` +
+        `it may hold a password)`,
+    );
+  }
+  return raw;
+}
+
 function readMs(env: Env, name: string, fallback: number): number {
   return read(env, name, `a positive integer (ms) up to ${MAX_MS}`, ms, fallback);
 }
@@ -126,13 +134,7 @@ function readMs(env: Env, name: string, fallback: number): number {
 export function parseConfig(env: Env): Config {
   const dataDir = env.DATA_DIR || ".data";
   return Object.freeze({
-    databaseUrl: read(
-      env,
-      "DATABASE_URL",
-      "a postgres:// URL with a host, a valid port and %-escapes",
-      url,
-      undefined,
-    ),
+    databaseUrl: readDatabaseUrl(env),
     databaseSchema: read(
       env,
       "DATABASE_SCHEMA",

@@ -9,6 +9,10 @@
  * may claim its next job in the transaction that settles the last one: the consumer
  * then runs that job straight away, one commit per job instead of two.
  *
+ * An admin cancel of the running job ({@linkcode Consumer.cancel}) aborts its run as a shutdown
+ * does; the stopped run is then settled by the queue's fenced `cancelRun` (`Failed`, cancelled by
+ * admin) instead of given back. A paused queue ({@linkcode ConsumerOptions.paused}) is not claimed.
+ *
  * Faults: a shutdown or a lost lock aborts the running job's signal and gives its claim
  * back, retrying a give-back the database refused until the shutdown deadline; a run that ignores
  * its abort is settled by a fenced write after a grace period and left behind; a failing round
@@ -24,7 +28,14 @@ import { dbFault, faultDelayMs, sessionGone } from "./db.ts";
 import type { QueueLock } from "./lock.ts";
 import { InFlightError, settlesBy } from "./lifecycle.ts";
 import type { Wake } from "./wake.ts";
-import { type ClaimedJob, type ClaimNext, type Queue, type QueueContext } from "./queue.ts";
+import {
+  CancelRequest,
+  type ClaimedJob,
+  type ClaimNext,
+  isCancel,
+  type Queue,
+  type QueueContext,
+} from "./queue.ts";
 
 /** Options for {@linkcode Consumer}. */
 export interface ConsumerOptions<J extends ClaimedJob, C extends QueueContext> {
@@ -51,6 +62,12 @@ export interface ConsumerOptions<J extends ClaimedJob, C extends QueueContext> {
   maxErrorDelayMs?: number;
   /** Reopen the pool's connections (after a read-only error, SQLSTATE 25006); never throws. */
   recycle?: () => Promise<void>;
+  /**
+   * Whether the queue is paused now (lib/control.ts): a paused consumer keeps its lock and its
+   * recovery, finishes the job it runs, and claims nothing (no round's claim, no chained claim).
+   * Wake it when the queue resumes.
+   */
+  paused?: () => boolean;
 }
 
 /**
@@ -144,6 +161,21 @@ export class Consumer<J extends ClaimedJob, C extends QueueContext> {
   /** Ids of jobs whose give-back has not committed yet (still in flight under this boot id). */
   get unsettled(): readonly string[] {
     return [...this.#unsettled.keys()];
+  }
+
+  /**
+   * Cancel job `id` if this consumer is running it: its run is aborted (with a
+   * {@linkcode CancelRequest}, as a shutdown aborts it) and, once it has stopped, settled by the
+   * queue's fenced `cancelRun`; a run that ignores the abort is settled so after the grace period.
+   *
+   * @returns whether `id` is the job running here (false: nothing changed).
+   */
+  cancel(id: string): boolean {
+    const current = this.#inFlight;
+    if (!current || current.job.id !== id || current.abort.signal.aborted) return false;
+    this.#log.info({ id }, "job cancel requested; aborting its run");
+    current.abort.abort(new CancelRequest(id));
+    return true;
   }
 
   /** Start the loop (lock → recover orphans → recover/claim/run); returns at once. */
@@ -290,6 +322,7 @@ export class Consumer<J extends ClaimedJob, C extends QueueContext> {
     let chainSent = false;
     const claimNext = (signal: AbortSignal): ClaimNext => (sql) => {
       if (!recoversOnTick || signal.aborted || active.aborted || tick) return null;
+      if (this.#o.paused?.()) return null;
       chainSent = true;
       return lock.claimFence(sql);
     };
@@ -308,9 +341,12 @@ export class Consumer<J extends ClaimedJob, C extends QueueContext> {
             // Off the claim path: retention runs on the poll tick only.
             if (tick) await queue.prune?.(ctx, active);
             tick = false;
-            claiming = true;
-            job = await queue.claim(ctx, lock.claimFence(ctx.sql));
-            claiming = false;
+            // Paused: recovery runs on, nothing is claimed; a resume wakes the loop.
+            if (!this.#o.paused?.()) {
+              claiming = true;
+              job = await queue.claim(ctx, lock.claimFence(ctx.sql));
+              claiming = false;
+            }
           }
           this.#errors = 0;
           let idle = !job;
@@ -404,7 +440,8 @@ export class Consumer<J extends ClaimedJob, C extends QueueContext> {
         if (next !== undefined) current.next = next;
         current.settled = true;
       } catch (err) {
-        if (abort.signal.aborted) await this.#giveBack(current);
+        if (abort.signal.aborted && isCancel(abort.signal.reason)) await this.#cancelRun(current);
+        else if (abort.signal.aborted) await this.#giveBack(current);
         else this.#log.error({ id: job.id, err }, "job run threw; it stays in flight until stale");
       }
     })();
@@ -429,7 +466,8 @@ export class Consumer<J extends ClaimedJob, C extends QueueContext> {
           { id: job.id, graceMs: grace },
           "job ignored its abort signal; settling it",
         );
-        if (abort.signal.aborted || !queue.abandon) await this.#giveBack(current);
+        if (abort.signal.aborted && isCancel(abort.signal.reason)) await this.#cancelRun(current);
+        else if (abort.signal.aborted || !queue.abandon) await this.#giveBack(current);
         else await this.#abandon(current, describe(signal.reason));
         return undefined;
       }
@@ -439,6 +477,34 @@ export class Consumer<J extends ClaimedJob, C extends QueueContext> {
       clearTimeout(graceTimer);
       active.removeEventListener("abort", forward);
       this.#inFlight = undefined;
+    }
+  }
+
+  // Settle a cancelled run with the queue's fenced write (Failed, cancelled by admin). A queue
+  // without `cancelRun`, or a write the database refuses, gives the claim back instead: the job
+  // is then runnable again, never left in flight.
+  async #cancelRun(current: InFlight<J>): Promise<void> {
+    const { queue, ctx } = this.#o;
+    if (current.givenBack) return;
+    if (!queue.cancelRun) return await this.#giveBack(current);
+    current.givenBack = true; // the run's own late give-back must not follow
+    try {
+      const wrote = await queue.cancelRun(ctx, current.job);
+      current.settled = true; // written, or the fence says the claim was already lost
+      if (wrote) this.#log.info({ id: current.job.id }, "job cancelled by admin");
+      else {
+        this.#log.warn(
+          { id: current.job.id },
+          "cancel matched no row: the job already settled or its claim was lost",
+        );
+      }
+    } catch (err) {
+      this.#log.error(
+        { id: current.job.id, err: describe(err) },
+        "cancel could not be written; giving the job back",
+      );
+      current.givenBack = false;
+      await this.#giveBack(current);
     }
   }
 

@@ -15,7 +15,8 @@ export type Transition =
   | "failed"
   | "given_back"
   | "recovered"
-  | "retried";
+  | "retried"
+  | "cancelled";
 
 /** A job status transition, as published. */
 export interface JobEvent {

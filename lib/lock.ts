@@ -17,9 +17,9 @@
  *
  * @module
  */
-import postgres from "postgres";
+import type postgres from "postgres";
 import type { Logger } from "./log.ts";
-import type { Fragment, Sql } from "./db.ts";
+import { type Fragment, InRecoveryError, openClient, type Sql } from "./db.ts";
 
 /** The advisory lock key text of a queue; the lock is `hashtextextended(key, 0)`. */
 export function lockKey(schema: string, queue: string): string {
@@ -168,13 +168,14 @@ export class QueueLock {
    *
    * @returns true when this process now holds it (a fresh {@linkcode lost} signal goes with it);
    *   false when another session holds it.
-   * @throws the connection error when the database cannot be reached.
+   * @throws the connection error when the database cannot be reached; {@linkcode
+   *   InRecoveryError} when the server is in recovery (a standby).
    */
   async tryAcquire(): Promise<boolean> {
     if (this.held) return true;
     await this.#close();
     // A dedicated connection that never idles out or retires: the lock lives as long as it does.
-    const sql = postgres(this.#options.url, {
+    const sql = openClient(this.#options.url, {
       max: 1,
       idle_timeout: 0,
       max_lifetime: null,
@@ -191,12 +192,26 @@ export class QueueLock {
     // A random signed 64-bit key, never 0: the private key of this acquisition (claimFence).
     const fenceKey = crypto.getRandomValues(new BigInt64Array(1))[0] || 1n;
     try {
-      const [row] = await sql<{ locked: boolean; fenced: boolean | null; pid: number }[]>`
-        select locked, pg_backend_pid() as pid,
+      // No lock on a server in recovery (a standby, whatever the URL's target_session_attrs let
+      // through): it is not where the queue's rows are written, and a promotion elsewhere would
+      // leave two holders. Checked in the same statement that takes the lock.
+      const [row] = await sql<
+        { recovering: boolean; locked: boolean; fenced: boolean | null; pid: number }[]
+      >`
+        select recovering, locked, pg_backend_pid() as pid,
                case when locked then pg_try_advisory_lock(${fenceKey.toString()}::int8) end
                  as fenced
-        from (select pg_try_advisory_lock(hashtextextended(${this.#key}, 0)) as locked offset 0)
+        from (select recovering,
+                     case when not recovering
+                       then pg_try_advisory_lock(hashtextextended(${this.#key}, 0)) end as locked
+              from (select pg_is_in_recovery() as recovering offset 0) as server offset 0)
           as queue`;
+      if (row.recovering) {
+        throw new InRecoveryError(
+          `The ${this.#options.queue} queue lock's server is in recovery (a standby): no lock is ` +
+            "taken there; waiting for a primary",
+        );
+      }
       if (!row.locked) {
         await this.#close();
         return false;
@@ -278,7 +293,7 @@ export class QueueLock {
   // End our own abandoned lock session, by pid and name (a pid reused by another client is not
   // ours to end). Best effort, bounded by the connect timeout.
   async #terminate(pid: number): Promise<void> {
-    const sql = postgres(this.#options.url, { max: 1, connect_timeout: 5, onnotice: () => {} });
+    const sql = openClient(this.#options.url, { max: 1, connect_timeout: 5, onnotice: () => {} });
     try {
       await sql`
         select pg_terminate_backend(pid) from pg_stat_activity

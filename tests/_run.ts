@@ -66,7 +66,7 @@ for (const signal of ["SIGTERM", "SIGHUP"] as const) {
 
 // `ok | 12 passed | 0 failed | 1 ignored (3s)`: deno test's summary line, counted over the rounds.
 const SUMMARY =
-  // deno-lint-ignore no-control-regex -- deno test colours the line (ESC [ … m) even into a pipe
+  // deno-lint-ignore no-control-regex -- the summary line carries ANSI colour codes (ESC).
   /^(?:\x1b\[[0-9;]*m)*(ok|FAILED)(?:\x1b\[[0-9;]*m)* \| (\d+) passed.*?\| (\d+) failed(?:.*?\| (\d+) ignored)?/;
 const totals = { passed: 0, failed: 0, ignored: 0, summaries: 0 };
 let code = 0;

@@ -1,8 +1,10 @@
 /**
- * The admin dashboard at `/admin`: an overview of every queue, a queue's jobs, one
- * job, and the one action the rules allow — retrying a `Failed` job (ADR-022). Everything is read
- * through each queue's {@linkcode QueueView}; counts come from the background {@linkcode
- * StatsCache}, never counted per request.
+ * The admin dashboard at `/admin`: an overview of every queue, a queue's jobs (by
+ * status and search), one job with its attempt history, and the operator's actions: retry a
+ * `Failed` job (ADR-022), cancel a runnable or running one, bulk-retry the `Failed` jobs matching
+ * a search (their count shown before the operator confirms), pause and resume a queue
+ * (lib/control.ts). Everything is read and written through each queue's {@linkcode QueueView};
+ * counts come from the background {@linkcode StatsCache}, never counted per request.
  *
  * Auth: the token (`METRICS_TOKEN` when set, else `INTERNAL_API_TOKEN`) is given once on the login
  * form; the answer is a cookie holding a session id from this process's {@linkcode SessionStore}
@@ -24,12 +26,15 @@ import { deleteCookie, getSignedCookie, setSignedCookie } from "hono/cookie";
 import { timingSafeEqual } from "hono/utils/buffer";
 import { z } from "zod";
 import type { QueueContext } from "../queue.ts";
+import type { QueueControl } from "../control.ts";
 import type { QueueView } from "./queue_view.ts";
 import type { StatsCache } from "./stats_cache.ts";
 import { type EventStreamDeps, streamEvents } from "../http/api.ts";
 import { secureHeaders } from "hono/secure-headers";
 import {
+  BulkRetryPage,
   DASHBOARD_CSS,
+  type InstanceInfo,
   JobPage,
   LIVE_JS,
   LoginPage,
@@ -66,8 +71,12 @@ export interface AdminDeps extends EventStreamDeps {
   cache: StatsCache;
   /** Context for the admin retry (pool, log, events). */
   ctx: QueueContext;
-  /** This process's lock per queue name. */
+  /** Pauses and cancel requests (lib/control.ts). */
+  control: Pick<QueueControl, "pause" | "resume" | "state" | "requestCancel">;
+  /** This process's lock per queue name (only the queues it consumes). */
   locks: ReadonlyMap<string, LockState>;
+  /** Which instance this is and what it consumes, shown on the overview. */
+  instance?: InstanceInfo;
   /**
    * The sign-in rate limit (lib/admin/login_limit.ts): refused sign-ins per address per window;
    * the defaults unless a test sets them.
@@ -232,6 +241,8 @@ export function adminRoutes(deps: AdminDeps): Hono {
         snapshot={deps.cache.snapshot}
         intervalMs={deps.cache.intervalMs}
         holdsLock={(queue, pid) => deps.locks.get(queue)?.backendPid === pid}
+        instance={deps.instance}
+        paused={(queue) => deps.control.state(queue).paused}
       />,
     ));
 
@@ -246,6 +257,13 @@ export function adminRoutes(deps: AdminDeps): Hono {
     if (!view) return c.html(notFound(`No queue named "${c.req.param("queue")}"`), 404);
     const status = c.req.query("status") || undefined;
     const before = c.req.query("before") || undefined;
+    const q = c.req.query("q") || undefined;
+    if (q && q.length > 200) {
+      return c.html(
+        <MessagePage views={views} title="Bad search" message="q is at most 200 characters" />,
+        400,
+      );
+    }
     if (status && !view.statuses.includes(status)) {
       return c.html(
         <MessagePage
@@ -264,15 +282,26 @@ export function adminRoutes(deps: AdminDeps): Hono {
     }
     const rows = await view.listJobs(deps.ctx.sql, {
       status,
+      q,
       beforeId: before,
       limit: PAGE_SIZE + 1,
     });
     const jobs = rows.slice(0, PAGE_SIZE);
+    const notice = c.req.query("paused") === "1"
+      ? "Paused: no instance claims this queue's jobs; a running job finishes."
+      : c.req.query("resumed") === "1"
+      ? "Resumed: the queue's jobs are claimed again."
+      : c.req.query("bulk") !== undefined
+      ? `Bulk retry: ${c.req.query("bulk")} jobs queued again.`
+      : undefined;
     return c.html(
       <QueuePage
         views={views}
         view={view}
         status={status}
+        q={q}
+        paused={deps.control.state(view.name)}
+        notice={notice}
         jobs={jobs}
         olderThan={rows.length > PAGE_SIZE ? jobs[jobs.length - 1].id : undefined}
         paged={before !== undefined}
@@ -289,6 +318,10 @@ export function adminRoutes(deps: AdminDeps): Hono {
     const details = view.details ? await view.details(deps.ctx.sql, job) : [];
     const notice = c.req.query("retried") === "1"
       ? <p class="note" role="status">Retried: the job is queued again.</p>
+      : c.req.query("cancelled") === "1"
+      ? <p class="note" role="status">Cancelled: the job is Failed (cancelled by admin).</p>
+      : c.req.query("cancelled") === "requested"
+      ? <p class="note" role="status">Cancel requested: the run is stopping.</p>
       : undefined;
     return c.html(
       <JobPage views={views} view={view} job={job} details={details} notice={notice} />,
@@ -315,6 +348,80 @@ export function adminRoutes(deps: AdminDeps): Hono {
         message={`Cannot retry job #${id}: it is ${job.status}; ${outcome.reason}`}
       />,
       409,
+    );
+  });
+
+  app.post("/admin/queues/:queue/jobs/:id/cancel", async (c) => {
+    const view = byName.get(c.req.param("queue"));
+    const id = c.req.param("id");
+    if (!view?.cancel || !idParam.safeParse(id).success) {
+      return c.html(notFound("No such job, or its queue has no cancel"), 404);
+    }
+    const outcome = await view.cancel(deps.ctx, id, deps.control);
+    if (outcome.outcome === "absent") return c.html(notFound(`No ${view.name} job #${id}`), 404);
+    if (outcome.outcome === "cancelled" || outcome.outcome === "requested") {
+      deps.log.info({ queue: view.name, id, outcome: outcome.outcome }, "admin cancel");
+      const done = outcome.outcome === "cancelled" ? "1" : "requested";
+      return c.redirect(`/admin/queues/${view.name}/jobs/${id}?cancelled=${done}`, 303);
+    }
+    const job = outcome.job as { status?: unknown };
+    return c.html(
+      <MessagePage
+        views={views}
+        title="Cannot cancel"
+        message={outcome.outcome === "running_host"
+          ? `Cannot cancel job #${id}: it is ${job.status} on the host, whose step may already ` +
+            "have acted"
+          : `Cannot cancel job #${id}: it is ${job.status} already`}
+      />,
+      409,
+    );
+  });
+
+  for (const [action, pause] of [["pause", true], ["resume", false]] as const) {
+    app.post(`/admin/queues/:queue/${action}`, async (c) => {
+      const view = byName.get(c.req.param("queue"));
+      if (!view) return c.html(notFound(`No queue named "${c.req.param("queue")}"`), 404);
+      if (pause) await deps.control.pause(view.name);
+      else await deps.control.resume(view.name);
+      return c.redirect(`/admin/queues/${view.name}?${pause ? "paused" : "resumed"}=1`, 303);
+    });
+  }
+
+  // The bulk retry: GET shows how many Failed jobs match (nothing changes), POST re-queues them.
+  const bulkQuery = (c: Parameters<MiddlewareHandler>[0], q: unknown) => {
+    const view = byName.get(c.req.param("queue") ?? "");
+    const text = typeof q === "string" && q !== "" ? q : undefined;
+    return { view, q: text, bad: text !== undefined && text.length > 200 };
+  };
+  app.get("/admin/queues/:queue/retry", async (c) => {
+    const { view, q, bad } = bulkQuery(c, c.req.query("q"));
+    if (!view?.bulkRetry) return c.html(notFound("No such queue, or it has no bulk retry"), 404);
+    if (bad) {
+      return c.html(
+        <MessagePage views={views} title="Bad search" message="q is at most 200 characters" />,
+        400,
+      );
+    }
+    const counted = await view.bulkRetry(deps.ctx, { status: "Failed", q }, true);
+    return c.html(<BulkRetryPage views={views} view={view} q={q} counted={counted} />);
+  });
+  app.post("/admin/queues/:queue/retry", async (c) => {
+    const form = await c.req.parseBody();
+    const { view, q, bad } = bulkQuery(c, form.q);
+    if (!view?.bulkRetry) return c.html(notFound("No such queue, or it has no bulk retry"), 404);
+    if (bad) {
+      return c.html(
+        <MessagePage views={views} title="Bad search" message="q is at most 200 characters" />,
+        400,
+      );
+    }
+    const outcome = await view.bulkRetry(deps.ctx, { status: "Failed", q }, false);
+    deps.log.info({ queue: view.name, q, retried: outcome.retried }, "admin bulk retry");
+    const search = q ? `&q=${encodeURIComponent(q)}` : "";
+    return c.redirect(
+      `/admin/queues/${view.name}?status=Failed${search}&bulk=${outcome.retried}`,
+      303,
     );
   });
 

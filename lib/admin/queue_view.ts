@@ -7,7 +7,15 @@
  * @module
  */
 import type { Sql } from "../db.ts";
-import type { QueueContext, QueueStats } from "../queue.ts";
+import type {
+  BulkRetryOutcome,
+  CancelOutcome,
+  JobFilter,
+  JobListPage,
+  QueueContext,
+  QueueStats,
+} from "../queue.ts";
+import type { QueueControl } from "../control.ts";
 
 /** One job as a list shows it. */
 export interface JobSummary {
@@ -37,15 +45,11 @@ export interface JobDetail {
   readonly rows: ReadonlyArray<ReadonlyArray<string | number | null>>;
 }
 
-/** Which page of a queue's jobs to list: newest first, keyset-paged on the id. */
-export interface JobPage {
-  /** Only jobs in this status; every status when absent. */
-  readonly status?: string;
-  /** Only jobs with a smaller id than this (the last id of the previous page). */
-  readonly beforeId?: string;
-  /** Most jobs to return (≥ 1). */
-  readonly limit: number;
-}
+/**
+ * Which page of a queue's jobs to list: newest first, keyset-paged on the id, by status and `q`
+ * (the same statement as the queue's list route).
+ */
+export type JobPage = JobListPage;
 
 /**
  * What an admin retry did: `retried`, or why not — the job is not `Failed` (`reason` says its
@@ -92,6 +96,18 @@ export interface QueueView {
    * event after its commit; changes nothing unless it retried.
    */
   retry?(ctx: QueueContext, id: string): Promise<RetryOutcome>;
+  /**
+   * The admin cancel (lib/queue.ts `CancelOutcome`): a runnable job → `Failed` (cancelled by
+   * admin); a running job of an in-process queue is stopped through `control`; a running
+   * host-polled job is refused.
+   */
+  cancel?(
+    ctx: QueueContext,
+    id: string,
+    control: Pick<QueueControl, "requestCancel">,
+  ): Promise<CancelOutcome<unknown>>;
+  /** The bulk admin retry of every `Failed` job matching `filter` (one statement, bounded). */
+  bulkRetry?(ctx: QueueContext, filter: JobFilter, dryRun: boolean): Promise<BulkRetryOutcome>;
   /** Extra tables for a job's page (e.g. ingestion's chapters); none when absent. */
   details?(sql: Sql, job: Record<string, unknown>): Promise<JobDetail[]>;
   /**

@@ -5,7 +5,8 @@
  *   database outage never gets the worker restarted.
  * - `GET /readyz`: no token; 200 when ready to take traffic (migrated, database answers, every
  *   consumer holds its lock or stands by for a real holder, listener live), else 503 with the
- *   failing checks; 503 from the first shutdown signal on.
+ *   failing checks; 503 from the first shutdown signal on. `paused` lists the paused queues (a
+ *   paused queue is still ready).
  * - `/internal/*`: body limit → bearer token (every refusal 401 with `WWW-Authenticate: Bearer`,
  *   lib/http/bearer.ts) → the mounted routes (each queue's own).
  * - `GET /internal/events`: the live job event stream as Server-Sent Events; `HEAD` answers
@@ -83,6 +84,10 @@ export interface LazyApp {
 export interface Readiness {
   readonly ready: boolean;
   readonly checks: Readonly<Record<string, unknown>>;
+  /** Which instance answers (boot id, pid, host, the queues it consumes). */
+  readonly instance?: Readonly<Record<string, unknown>>;
+  /** The paused queues (lib/control.ts): shown in a field of their own, never unready. */
+  readonly paused?: readonly string[];
 }
 
 /** What {@linkcode streamEvents} needs. */
@@ -92,6 +97,8 @@ const OPENAPI_INFO = {
   title: "TextStack edge worker internal API",
   version: "1",
   description: "Every route needs `Authorization: Bearer <INTERNAL_API_TOKEN>`.",
+  // The worker is not published under an open licence: its API description says so.
+  license: { name: "Proprietary: TextStack internal use only", identifier: "LicenseRef-TextStack" },
 };
 
 /**
@@ -227,6 +234,7 @@ export function createApi(deps: ApiDeps): Hono {
     "/internal/events",
     describeRoute({
       summary: "Live job events (Server-Sent Events), one per committed status transition",
+      operationId: "streamEvents",
       database: false,
       responses: {
         200: "text/event-stream: `ready`, then one event per transition",
@@ -241,13 +249,21 @@ export function createApi(deps: ApiDeps): Hono {
     "/internal/openapi.json",
     describeRoute({
       summary: "This document (OpenAPI 3.1)",
+      operationId: "getOpenApiDocument",
       responses: { 200: "The document" },
       database: false,
     }),
     // The document's builder is loaded on the first request.
     async (c) => {
       const { openApiDocument } = await import("./openapi_document.ts");
-      return c.json(openApiDocument(app, "/internal", OPENAPI_INFO));
+      // The server is this worker, as the client reached it (behind a proxy: its forwarded
+      // scheme and host).
+      const url = new URL(c.req.url);
+      const proto = c.req.header("x-forwarded-proto") ?? url.protocol.replace(":", "");
+      const host = c.req.header("x-forwarded-host") ?? url.host;
+      return c.json(openApiDocument(app, "/internal", OPENAPI_INFO, [
+        { url: `${proto}://${host}`, description: "This worker" },
+      ]));
     },
   );
   for (const other of deps.apps ?? []) {

@@ -11,6 +11,7 @@ import { createMiddleware } from "hono/factory";
 import { methodNotAllowed } from "hono/method-not-allowed";
 import { z } from "zod";
 import type { SettleOutcome } from "../claim_token.ts";
+import { listQuery as operatorListQuery } from "./list.ts";
 
 /** Largest bigint id (PostgreSQL `bigint`). */
 const MAX_ID = 9223372036854775807n;
@@ -66,13 +67,13 @@ export function count(max: number) {
     .pipe(z.number().int().min(1).max(max));
 }
 
-/** Query of a list route: `?status=&limit=&before=`. */
+/**
+ * Query of a list route: `?status=&q=&limit=&cursor=` as every queue's list takes it
+ * (lib/http/list.ts), and `before` (an id: the `next` of the previous page), which the host
+ * queues' lists took first.
+ */
 export function listQuery<S extends readonly [string, ...string[]]>(statuses: S) {
-  return z.strictObject({
-    status: z.enum(statuses).optional(),
-    limit: count(200).default(50),
-    before: id.optional(),
-  });
+  return operatorListQuery(statuses).extend({ before: id.optional() });
 }
 
 interface Checked {

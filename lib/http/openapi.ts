@@ -20,6 +20,11 @@ export const RECORD: unique symbol = Symbol.for("textstack.openapi");
 /** What {@linkcode describeRoute} records. */
 export interface RouteDescription {
   summary: string;
+  /**
+   * The operation's id, for a generated client's method name; when absent it is derived from the
+   * method and path (lib/http/openapi_document.ts `operationIdOf`).
+   */
+  operationId?: string;
   description?: string;
   /** Status code → what it means, e.g. `{ 201: "The job, Queued", 404: "No such job" }`. */
   responses: Record<number, string>;

@@ -21,7 +21,8 @@
  * ```
  *
  * - (none) → Queued: {@linkcode enqueue}; refused while the edition has a `Queued` or `Running`
- *   job, or 5 `Failed` jobs (interrupted ones included) in the last 24 h (the breaker).
+ *   job, or 5 `Failed` jobs (interrupted ones included, admin cancels not) in the last 24 h (the
+ *   breaker).
  * - Queued → Running: {@linkcode claim}, one job, `priority DESC, created_at`, SKIP LOCKED; counts
  *   the attempt and mints a fresh `claim_token`.
  * - Running → Completed: {@linkcode complete}: the edition is published and a Full SSG rebuild
@@ -29,7 +30,14 @@
  * - Running → Failed: {@linkcode fail} (the command failed), {@linkcode recover} (the poller
  *   restarted: one consumer, so whatever is in flight at its start is orphaned — ADR-022).
  * - Running → Queued: {@linkcode giveBack} (the poller was stopped; attempt not counted).
- * - Failed → Queued: {@linkcode retry}, the admin retry.
+ * - Failed → Queued: {@linkcode retry}, the admin retry; {@linkcode bulkRetry} for the matching
+ *   `Failed` jobs, one per edition (the newest), none of an edition that has a job in flight.
+ * - Queued → Failed: {@linkcode cancel}, the admin cancel (error `cancelled by admin`,
+ *   `cancelled_at` set: the breaker does not count it). A `Running` job is not cancelled: the
+ *   host's step may already have acted (409).
+ *
+ * A paused queue (lib/control.ts) claims nothing: {@linkcode claim} reads `queue_pauses` in its
+ * own statement and returns no job.
  *
  * Stale rule: none by time; the poller's startup `recover` is the crash recovery (ADR-022 "Per
  * queue": "One startup UPDATE in seo-publish-poll.sh"). No leases, no heartbeats. Attempts cap: the
@@ -42,7 +50,19 @@ import { transaction } from "../../lib/db.ts";
 import { ConfigError, parseQueueSettings, type QueueDefaults } from "../../lib/config.ts";
 import type { Logger } from "../../lib/log.ts";
 import type { IndexNowSettings } from "./_indexnow.ts";
-import type { QueueContext, QueueStats } from "../../lib/queue.ts";
+import {
+  BULK_RETRY_MAX,
+  bulkOutcome,
+  type BulkRetryOutcome,
+  CANCELLED,
+  type CancelOutcome,
+  containing,
+  type JobFilter,
+  type JobListPage,
+  type QueueContext,
+  type QueueStats,
+} from "../../lib/queue.ts";
+import { cancelJob } from "../../lib/control.ts";
 import type { JobEvent } from "../../lib/events.ts";
 import { publishEdition } from "../ssg/mod.ts";
 import { afterMiss, type SettleOutcome, type TokenState } from "../../lib/claim_token.ts";
@@ -101,6 +121,10 @@ export interface AutoPublishJobRow {
   finished_at: Date | null;
   created_at: Date;
   updated_at: Date;
+  /** Every attempt that ended, oldest first (the last 20; sql/010_operations.sql). */
+  attempts: unknown[];
+  /** Set by an admin cancel (the breaker skips the job); null otherwise. */
+  cancelled_at: Date | null;
 }
 
 /** A claimed job: the row, its edition, and the token its settles must present. */
@@ -199,7 +223,7 @@ export function createOnIngest(sql: Sql | TxSql, editionId: Fragment): Fragment 
     select e.id, 0 from (select ${editionId} as id) e
     where e.id is not null
       and (select count(*) from auto_publish_jobs
-           where edition_id = e.id and status = 'Failed'
+           where edition_id = e.id and status = 'Failed' and cancelled_at is null
              and finished_at > now() - ${BREAKER_WINDOW_H} * interval '1 hour')
           < ${BREAKER_FAILURES}
     on conflict (edition_id) where status in ('Queued', 'Running') do nothing
@@ -235,6 +259,8 @@ const COLUMNS = [
   "finished_at",
   "created_at",
   "updated_at",
+  "attempts",
+  "cancelled_at",
 ];
 
 // --- Create, read, admin ---
@@ -263,7 +289,7 @@ export async function enqueue(
       select ${editionId}, ${priority}
       where exists (select 1 from editions where id = ${editionId})
         and (select count(*) from auto_publish_jobs
-             where edition_id = ${editionId} and status = 'Failed'
+             where edition_id = ${editionId} and status = 'Failed' and cancelled_at is null
                and finished_at > now() - ${BREAKER_WINDOW_H} * interval '1 hour') < ${BREAKER_FAILURES}
       on conflict (edition_id) where status in ('Queued', 'Running') do nothing
       returning ${sql(COLUMNS)}`;
@@ -278,11 +304,11 @@ export async function enqueue(
         (select id from auto_publish_jobs
            where edition_id = ${editionId} and status in ('Queued', 'Running')) as in_flight,
         (select count(*)::int from auto_publish_jobs
-           where edition_id = ${editionId} and status = 'Failed'
+           where edition_id = ${editionId} and status = 'Failed' and cancelled_at is null
              and finished_at > now() - ${BREAKER_WINDOW_H} * interval '1 hour') as failures,
         (select min(finished_at) + ${BREAKER_WINDOW_H} * interval '1 hour' from (
            select finished_at from auto_publish_jobs
-           where edition_id = ${editionId} and status = 'Failed'
+           where edition_id = ${editionId} and status = 'Failed' and cancelled_at is null
            order by finished_at desc limit ${BREAKER_FAILURES}) f) as allowed_at`;
     if (!why.edition) return { outcome: "no_edition" };
     const inFlight = why.in_flight ? await getJob(sql, why.in_flight) : null;
@@ -303,26 +329,104 @@ export async function getJob(sql: Sql | TxSql, id: string): Promise<AutoPublishJ
   return row ?? null;
 }
 
+/** A job as the list route shows it: the row and its subject (the edition's id and title). */
+export interface AutoPublishListRow extends AutoPublishJobRow {
+  subject: string;
+}
+
+// The filter of the list and the bulk retry: a status, and `q` in the edition's id or title.
+function filtered(sql: Sql, filter: JobFilter) {
+  const q = filter.q;
+  return sql`
+    ${filter.status ? sql`and j.status = ${filter.status}` : sql``}
+    ${q ? sql`and (j.edition_id::text = ${q} or e.title ilike ${containing(q)})` : sql``}`;
+}
+
 /**
- * A page of jobs, newest first.
+ * A page of jobs, newest first, keyset-paged on the primary key (no OFFSET, no count).
  *
- * @param options `status` filter (optional), `limit` rows (1..200), `before` an id (the previous
- *   page's last id) to continue after.
- * @returns the rows and the id to pass as `before` for the next page (null on the last page).
+ * @param page `status` and `q` filters, `limit` rows, `beforeId` the previous page's last id.
+ * @returns the rows, each with its `subject`.
  */
-export async function list(
-  sql: Sql,
-  options: { status?: AutoPublishStatus; limit: number; before?: string },
-): Promise<{ jobs: AutoPublishJobRow[]; next: string | null }> {
-  const jobs = await sql<AutoPublishJobRow[]>`
-    select ${sql(COLUMNS)} from auto_publish_jobs
-    where true
-      ${options.status ? sql`and status = ${options.status}` : sql``}
-      ${options.before ? sql`and id < ${options.before}` : sql``}
-    order by id desc
-    limit ${options.limit}`;
-  const next = jobs.length === options.limit ? jobs[jobs.length - 1].id : null;
-  return { jobs: [...jobs], next };
+export async function list(sql: Sql, page: JobListPage): Promise<AutoPublishListRow[]> {
+  return await sql<AutoPublishListRow[]>`
+    select ${sql(COLUMNS.map((c) => `j.${c}`))},
+           'edition ' || j.edition_id || coalesce(': ' || e.title, '') as subject
+    from auto_publish_jobs j left join editions e on e.id = j.edition_id
+    where true ${filtered(sql, page)}
+      ${page.beforeId ? sql`and j.id < ${page.beforeId}` : sql``}
+    order by j.id desc
+    limit ${page.limit}`;
+}
+
+/**
+ * The admin cancel: a `Queued` job → `Failed` with {@linkcode CANCELLED} and `cancelled_at` (the
+ * breaker does not count it); a `Running` one is refused (`running_host`): the host's publish
+ * may already have happened.
+ */
+export async function cancel(
+  ctx: Pick<AutoPublishContext, "sql" | "events">,
+  id: string,
+): Promise<CancelOutcome<AutoPublishJobRow>> {
+  return await cancelJob({
+    cancelRunnable: async () => {
+      const [row] = await ctx.sql<AutoPublishJobRow[]>`
+        update auto_publish_jobs
+        set status = 'Failed', error = ${CANCELLED}, cancelled_at = now(), finished_at = now(),
+            updated_at = now()
+        where id = ${id} and status = 'Queued'
+        returning ${ctx.sql(COLUMNS)}`;
+      if (row) publish(ctx, row, "cancelled");
+      return row ?? null;
+    },
+    read: () => getJob(ctx.sql, id),
+    running: "Running",
+  });
+}
+
+/**
+ * The bulk admin retry under {@linkcode retry}'s rule, in one statement: of the `Failed` jobs
+ * matching `filter`, the newest of each edition that has no `Queued` or `Running` job (one job in
+ * flight per edition), at most {@linkcode BULK_RETRY_MAX}; the others stay `Failed` (`skipped`).
+ *
+ * @param dryRun count only: nothing changes.
+ */
+export async function bulkRetry(
+  ctx: Pick<AutoPublishContext, "sql" | "events">,
+  filter: JobFilter,
+  dryRun: boolean,
+): Promise<BulkRetryOutcome> {
+  const only = filtered(ctx.sql, { ...filter, status: "Failed" });
+  const [row] = await ctx.sql<{ matched: number; ids: string[] }[]>`
+    with matched as (
+      select count(*)::int as n from (
+        select from auto_publish_jobs j left join editions e on e.id = j.edition_id
+        where true ${only} limit ${BULK_RETRY_MAX + 1}) m
+    ), newest as (
+      select distinct on (j.edition_id) j.id
+      from auto_publish_jobs j left join editions e on e.id = j.edition_id
+      where ${!dryRun} ${only}
+        and not exists (select from auto_publish_jobs f
+                        where f.edition_id = j.edition_id and f.status in ('Queued', 'Running'))
+      order by j.edition_id, j.id desc
+    ), picked as (
+      select j.id from auto_publish_jobs j join newest n on n.id = j.id
+      order by j.id desc
+      limit ${BULK_RETRY_MAX}
+      for update of j skip locked
+    ), retried as (
+      update auto_publish_jobs j
+      set status = 'Queued', attempt_count = 0, error = null, claim_token = null, claimed_at = null,
+          result = null, finished_at = null, cancelled_at = null, updated_at = now()
+      from picked where j.id = picked.id and j.status = 'Failed'
+      returning j.id
+    )
+    select (select n from matched) as matched,
+           coalesce((select array_agg(id::text) from retried), '{}') as ids`;
+  for (const id of row.ids) {
+    ctx.events.publish({ queue: name, id, transition: "retried", status: "Queued", attempt: 0 });
+  }
+  return bulkOutcome(row.matched, row.ids, dryRun);
 }
 
 /**
@@ -345,7 +449,7 @@ export async function retry(
     [row] = await ctx.sql<AutoPublishJobRow[]>`
       update auto_publish_jobs
       set status = 'Queued', attempt_count = 0, error = null, claim_token = null, claimed_at = null,
-          result = null, finished_at = null, updated_at = now()
+          result = null, finished_at = null, cancelled_at = null, updated_at = now()
       where id = ${id} and status = 'Failed'
       returning ${ctx.sql(COLUMNS)}`;
   } catch (err) {
@@ -419,7 +523,8 @@ export async function recover(ctx: Pick<AutoPublishContext, "sql" | "events">): 
  *
  * @param key the poller's claim key (uuid text), or undefined for a claim that is not repeatable.
  * @returns the claimed job with its edition and `claim_token`, or null when none is queued (or the
- *   key's job is settled).
+ *   key's job is settled), or when the queue is paused (`queue_pauses`, read in the same
+ *   statement).
  */
 export async function claim(
   ctx: Pick<AutoPublishContext, "sql" | "log" | "events">,
@@ -467,6 +572,7 @@ async function claimNext(
       where id = (
         select id from auto_publish_jobs
         where status = 'Queued'
+          and not exists (select from queue_pauses where queue = ${name})
         order by priority desc, created_at, id
         for update skip locked
         limit 1

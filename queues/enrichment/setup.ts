@@ -17,7 +17,7 @@ export const queue = defineQueue({
     common: parseQueueSettings(env, enrichment.defaults),
     remote: enrichment.readRemoteSettings(env),
   }),
-  setup({ base }, { common, remote }) {
+  setup({ base, control }, { common, remote }) {
     const ctx: enrichment.EnrichmentContext = {
       ...base,
       staleAfterMs: common.staleAfterMs,
@@ -25,7 +25,7 @@ export const queue = defineQueue({
     };
     return {
       consume: consumed(enrichment, ctx, common.timeoutMs),
-      routes: { "/enrichment": enrichmentRoutes(ctx) },
+      routes: { "/enrichment": enrichmentRoutes(ctx, control) },
     };
   },
 });

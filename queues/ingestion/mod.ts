@@ -9,7 +9,10 @@
  *   transient fault at the attempts cap.
  * - Processing → Queued: {@linkcode run} for a transient fault under the cap (after a delay);
  *   {@linkcode giveBack} on shutdown (attempt not counted, no error text).
- * - Failed → Queued: {@linkcode retry}, the admin retry (attempts reset, error cleared).
+ * - Failed → Queued: {@linkcode retry}, the admin retry (attempts reset, error cleared);
+ *   {@linkcode bulkRetry} for every `Failed` job matching a filter, in one statement.
+ * - Queued → Failed: {@linkcode cancel}, the admin cancel (error `cancelled by admin`).
+ * - Processing → Failed: {@linkcode cancelRun}, once an admin cancel has stopped the run (fenced).
  *
  * - Processing → Queued | Failed: {@linkcode recoverOrphans}, once per lock acquisition: a row of
  *   another boot id is re-queued with its attempt spent (Failed at the cap); a row of this boot id
@@ -44,9 +47,17 @@ import type { QueueDefaults } from "../../lib/config.ts";
 import { type Fragment, runCancellable, type Sql, transaction, type TxSql } from "../../lib/db.ts";
 import type { JobEvent } from "../../lib/events.ts";
 import {
+  BULK_RETRY_MAX,
+  bulkOutcome,
+  type BulkRetryOutcome,
+  CANCELLED,
+  type CancelOutcome,
   type ClaimedJob,
   type ClaimNext,
+  containing,
   isRunTimeout,
+  type JobFilter,
+  type JobListPage,
   type OrphanScope,
   type QueueContext,
   type QueueStats,
@@ -58,6 +69,7 @@ import { publishAssets, REPAIR_BUDGET_MS, repairAssets } from "./_assets.ts";
 import { saveResources } from "./_fidelity.ts";
 import { resolveSourceFile } from "../../books/source_path.ts";
 import { resolve as resolvePath } from "node:path";
+import { cancelJob } from "../../lib/control.ts";
 
 /** Queue name used in logs, events and the lock key. */
 export const name = "ingestion";
@@ -143,6 +155,22 @@ export interface IngestionJobRow {
   created_at: Date;
   updated_at: Date;
   finished_at: Date | null;
+  /** Every attempt that ended, oldest first (the last 20; sql/010_operations.sql). */
+  attempts: AttemptRecord[];
+}
+
+/** One ended attempt, as the settling write's trigger recorded it (sql/010_operations.sql). */
+export interface AttemptRecord {
+  attempt: number;
+  started_at: string | null;
+  ended_at: string;
+  outcome: "completed" | "failed" | "cancelled" | "given_back" | "retry";
+  error: string | null;
+}
+
+/** A job as the list route shows it: the row and its subject (the source path). */
+export interface IngestionListRow extends IngestionJobRow {
+  subject: string;
 }
 
 /** Thrown inside the completing transaction when its fence matched no row: the claim was lost. */
@@ -201,6 +229,113 @@ export async function retry(ctx: QueueContext, id: string): Promise<IngestionJob
     ctx.events.publish({ queue: name, id, transition: "retried", status: "Queued", attempt: 0 });
   }
   return row ?? null;
+}
+
+// The filter of the list and the bulk retry: a status, and `q` in the source path, the edition's
+// id or its title.
+function filtered(sql: Sql, filter: JobFilter) {
+  const q = filter.q;
+  return sql`
+    ${filter.status ? sql`and j.status = ${filter.status}` : sql``}
+    ${
+    q
+      ? sql`and (j.source_path ilike ${containing(q)} or j.edition_id::text = ${q}
+          or exists (select from editions e where e.id = j.edition_id
+                     and e.title ilike ${containing(q)}))`
+      : sql``
+  }`;
+}
+
+/**
+ * A page of jobs, newest first: keyset-paged on the primary key (no OFFSET, no count: a deep page
+ * costs what the first does, and jobs added meanwhile never shift a page). A status filter walks
+ * that status's index (`ingestion_jobs_claimable`, `ingestion_jobs_failed`) or the primary key.
+ *
+ * @returns at most `page.limit` rows, each with its `subject` (the source path).
+ */
+export async function list(sql: Sql, page: JobListPage): Promise<IngestionListRow[]> {
+  return await sql<IngestionListRow[]>`
+    select j.*, j.source_path as subject
+    from ingestion_jobs j
+    where true ${filtered(sql, page)}
+      ${page.beforeId ? sql`and j.id < ${page.beforeId}` : sql``}
+    order by j.id desc
+    limit ${page.limit}`;
+}
+
+/**
+ * The admin cancel: a `Queued` job → `Failed` with {@linkcode CANCELLED} at once; a `Processing`
+ * one is asked to stop (`requestCancel`, lib/control.ts) and, once its run has stopped, settled
+ * by {@linkcode cancelRun}. A retry brings either back.
+ *
+ * @param requestCancel sends the request to the instance running the job.
+ */
+export async function cancel(
+  ctx: QueueContext,
+  id: string,
+  requestCancel: (queue: string, id: string) => Promise<void>,
+): Promise<CancelOutcome<IngestionJobRow>> {
+  return await cancelJob({
+    cancelRunnable: async () => {
+      const [row] = await ctx.sql<IngestionJobRow[]>`
+        update ingestion_jobs
+        set status = 'Failed', error = ${CANCELLED}, finished_at = now(), updated_at = now()
+        where id = ${id} and status = 'Queued'
+        returning *`;
+      if (row) {
+        ctx.events.publish({
+          queue: name,
+          id,
+          transition: "cancelled",
+          status: "Failed",
+          attempt: row.attempt_count,
+          error: CANCELLED,
+        });
+      }
+      return row ?? null;
+    },
+    read: () => getJob(ctx, id),
+    running: "Processing",
+    requestCancel: () => requestCancel(name, id),
+  });
+}
+
+/**
+ * The bulk admin retry: every `Failed` job matching `filter` (newest first, at most
+ * {@linkcode BULK_RETRY_MAX}) → `Queued` by {@linkcode retry}'s rule, in one statement, which
+ * also counts the matching jobs (up to the bound + 1) in the same snapshot.
+ *
+ * @param dryRun count only: nothing changes.
+ */
+export async function bulkRetry(
+  ctx: QueueContext,
+  filter: JobFilter,
+  dryRun: boolean,
+): Promise<BulkRetryOutcome> {
+  const only = filtered(ctx.sql, { ...filter, status: "Failed" });
+  const [row] = await ctx.sql<{ matched: number; ids: string[] }[]>`
+    with matched as (
+      select count(*)::int as n from (
+        select from ingestion_jobs j where true ${only} limit ${BULK_RETRY_MAX + 1}) m
+    ), picked as (
+      select j.id from ingestion_jobs j
+      where ${!dryRun} ${only}
+      order by j.id desc
+      limit ${BULK_RETRY_MAX}
+      for update skip locked
+    ), retried as (
+      update ingestion_jobs j
+      set status = 'Queued', attempt_count = 0, error = null, claimed_by = null, claimed_at = null,
+          run_after = now(), finished_at = null, updated_at = now()
+      from picked where j.id = picked.id and j.status = 'Failed'
+      returning j.id
+    )
+    select (select n from matched) as matched,
+           coalesce((select array_agg(id::text) from retried), '{}') as ids`;
+  for (const id of row.ids) {
+    ctx.events.publish({ queue: name, id, transition: "retried", status: "Queued", attempt: 0 });
+  }
+  return bulkOutcome(row.matched, row.ids, dryRun);
 }
 
 /**
@@ -487,6 +622,21 @@ export async function abandon(
     job,
     (sql) => sql`status = 'Queued', error = ${error}, claimed_at = null, run_after = now()`,
     { transition: "failed", status: "Queued", attempt: job.attempt_count, error },
+  );
+}
+
+/**
+ * Settle a run an admin cancelled, once it has stopped: `Failed` with {@linkcode CANCELLED}, the
+ * attempt spent. Fenced on the claim, as every settle.
+ *
+ * @returns false when the fence matched no row (the run already settled, or the claim was lost).
+ */
+export async function cancelRun(ctx: IngestionContext, job: IngestionJob): Promise<boolean> {
+  return await settle(
+    ctx,
+    job,
+    (sql) => sql`status = 'Failed', error = ${CANCELLED}, finished_at = now()`,
+    { transition: "cancelled", status: "Failed", attempt: job.attempt_count, error: CANCELLED },
   );
 }
 

@@ -19,7 +19,7 @@ export const queue = defineQueue({
     common: parseQueueSettings(env, ingestion.defaults),
     onIngest: autoPublish.parseSettings(env).onIngest,
   }),
-  setup({ base, config }, { common, onIngest }) {
+  setup({ base, config, control }, { common, onIngest }) {
     const ctx: ingestion.IngestionContext = {
       ...base,
       storageDir: config.storageDir,
@@ -34,7 +34,7 @@ export const queue = defineQueue({
     };
     return {
       consume: consumed(ingestion, ctx, common.timeoutMs),
-      routes: { "/ingestion": ingestionRoutes(ctx) },
+      routes: { "/ingestion": ingestionRoutes(ctx, control) },
     };
   },
 });

@@ -33,7 +33,13 @@
  *   `staleAfterMs` ago (default 1 h).
  * - Running → Queued: {@linkcode giveBack}, {@linkcode giveBackMany} (the poller was stopped;
  *   attempt not counted).
- * - Failed → Queued: {@linkcode retry}, the admin retry.
+ * - Failed → Queued: {@linkcode retry}, the admin retry; {@linkcode bulkRetry} for every
+ *   `Failed` job matching a filter, in one statement.
+ * - Queued → Failed: {@linkcode cancel}, the admin cancel (error `cancelled by admin`). A
+ *   `Running` job is not cancelled: the host's step may already have acted (409).
+ *
+ * A paused queue (lib/control.ts) claims nothing: {@linkcode claim} reads `queue_pauses` in its
+ * own statement and returns no job (the stale sweep still runs).
  *
  * Stale rule: before each claim, `Running` rows claimed more than `SEO_STALE_AFTER_MS` ago become
  * `Failed` — not a startup UPDATE, because the crew path is a second consumer whose in-flight
@@ -45,7 +51,19 @@
 import type { Sql, TxSql } from "../../lib/db.ts";
 import { transaction } from "../../lib/db.ts";
 import type { QueueDefaults } from "../../lib/config.ts";
-import type { QueueContext, QueueStats } from "../../lib/queue.ts";
+import {
+  BULK_RETRY_MAX,
+  bulkOutcome,
+  type BulkRetryOutcome,
+  CANCELLED,
+  type CancelOutcome,
+  containing,
+  type JobFilter,
+  type JobListPage,
+  type QueueContext,
+  type QueueStats,
+} from "../../lib/queue.ts";
+import { cancelJob } from "../../lib/control.ts";
 import type { JobEvent } from "../../lib/events.ts";
 import { afterMiss, type SettleOutcome, type TokenState } from "../../lib/claim_token.ts";
 
@@ -100,6 +118,8 @@ export interface SeoJobRow {
   finished_at: Date | null;
   created_at: Date;
   updated_at: Date;
+  /** Every attempt that ended, oldest first (the last 20; sql/010_operations.sql). */
+  attempts: unknown[];
 }
 
 /** A claimed job: the row, its edition (what the SEO command reads), and its token. */
@@ -127,6 +147,7 @@ const COLUMNS = [
   "finished_at",
   "created_at",
   "updated_at",
+  "attempts",
 ];
 
 // --- Create, read, admin ---
@@ -154,26 +175,97 @@ export async function getJob(sql: Sql | TxSql, id: string): Promise<SeoJobRow | 
   return row ?? null;
 }
 
+/** A job as the list route shows it: the row and its subject (the edition's id and title). */
+export interface SeoListRow extends SeoJobRow {
+  subject: string;
+}
+
+// The filter of the list and the bulk retry: a status, and `q` in the edition's id or title.
+function filtered(sql: Sql, filter: JobFilter) {
+  const q = filter.q;
+  return sql`
+    ${filter.status ? sql`and j.status = ${filter.status}` : sql``}
+    ${q ? sql`and (j.edition_id::text = ${q} or e.title ilike ${containing(q)})` : sql``}`;
+}
+
 /**
- * A page of jobs, newest first.
+ * A page of jobs, newest first, keyset-paged on the primary key (no OFFSET, no count).
  *
- * @param options `status` filter (optional), `limit` rows (1..200), `before` an id to continue
- *   after (the previous page's `next`).
- * @returns the rows and the id to pass as `before` for the next page (null on the last page).
+ * @param page `status` and `q` filters, `limit` rows, `beforeId` the previous page's last id.
+ * @returns the rows, each with its `subject`.
  */
-export async function list(
-  sql: Sql,
-  options: { status?: SeoStatus; limit: number; before?: string },
-): Promise<{ jobs: SeoJobRow[]; next: string | null }> {
-  const jobs = await sql<SeoJobRow[]>`
-    select ${sql(COLUMNS)} from seo_backfill_jobs
-    where true
-      ${options.status ? sql`and status = ${options.status}` : sql``}
-      ${options.before ? sql`and id < ${options.before}` : sql``}
-    order by id desc
-    limit ${options.limit}`;
-  const next = jobs.length === options.limit ? jobs[jobs.length - 1].id : null;
-  return { jobs: [...jobs], next };
+export async function list(sql: Sql, page: JobListPage): Promise<SeoListRow[]> {
+  return await sql<SeoListRow[]>`
+    select ${sql(COLUMNS.map((c) => `j.${c}`))},
+           'edition ' || j.edition_id || coalesce(': ' || e.title, '')
+             || coalesce(' (' || j.claimed_via || ')', '') as subject
+    from seo_backfill_jobs j left join editions e on e.id = j.edition_id
+    where true ${filtered(sql, page)}
+      ${page.beforeId ? sql`and j.id < ${page.beforeId}` : sql``}
+    order by j.id desc
+    limit ${page.limit}`;
+}
+
+/**
+ * The admin cancel: a `Queued` job → `Failed` with {@linkcode CANCELLED}; a `Running` one (a
+ * poller's or the crew path's) is refused (`running_host`).
+ */
+export async function cancel(
+  ctx: Pick<SeoContext, "sql" | "events">,
+  id: string,
+): Promise<CancelOutcome<SeoJobRow>> {
+  return await cancelJob({
+    cancelRunnable: async () => {
+      const [row] = await ctx.sql<SeoJobRow[]>`
+        update seo_backfill_jobs
+        set status = 'Failed', error = ${CANCELLED}, finished_at = now(), updated_at = now()
+        where id = ${id} and status = 'Queued'
+        returning ${ctx.sql(COLUMNS)}`;
+      if (row) publish(ctx, row, "cancelled");
+      return row ?? null;
+    },
+    read: () => getJob(ctx.sql, id),
+    running: "Running",
+  });
+}
+
+/**
+ * The bulk admin retry: every `Failed` job matching `filter` (newest first, at most
+ * {@linkcode BULK_RETRY_MAX}) → `Queued` by {@linkcode retry}'s rule, in one statement that also
+ * counts the matching jobs.
+ *
+ * @param dryRun count only: nothing changes.
+ */
+export async function bulkRetry(
+  ctx: Pick<SeoContext, "sql" | "events">,
+  filter: JobFilter,
+  dryRun: boolean,
+): Promise<BulkRetryOutcome> {
+  const only = filtered(ctx.sql, { ...filter, status: "Failed" });
+  const [row] = await ctx.sql<{ matched: number; ids: string[] }[]>`
+    with matched as (
+      select count(*)::int as n from (
+        select from seo_backfill_jobs j left join editions e on e.id = j.edition_id
+        where true ${only} limit ${BULK_RETRY_MAX + 1}) m
+    ), picked as (
+      select j.id from seo_backfill_jobs j left join editions e on e.id = j.edition_id
+      where ${!dryRun} ${only}
+      order by j.id desc
+      limit ${BULK_RETRY_MAX}
+      for update of j skip locked
+    ), retried as (
+      update seo_backfill_jobs j
+      set status = 'Queued', attempt_count = 0, error = null, claim_token = null, claimed_at = null,
+          claimed_via = null, result = null, finished_at = null, updated_at = now()
+      from picked where j.id = picked.id and j.status = 'Failed'
+      returning j.id
+    )
+    select (select n from matched) as matched,
+           coalesce((select array_agg(id::text) from retried), '{}') as ids`;
+  for (const id of row.ids) {
+    ctx.events.publish({ queue: name, id, transition: "retried", status: "Queued", attempt: 0 });
+  }
+  return bulkOutcome(row.matched, row.ids, dryRun);
 }
 
 /**
@@ -254,7 +346,8 @@ export async function recover(
  *
  * @param limit 1..{@linkcode MAX_CLAIM}; a repeat returns the key's jobs whatever its limit.
  * @param key the poller's claim key (uuid text), or undefined for a claim that is not repeatable.
- * @returns the claimed jobs, oldest first, each with its edition and `claim_token`; [] when none.
+ * @returns the claimed jobs, oldest first, each with its edition and `claim_token`; [] when none
+ *   is queued or the queue is paused (`queue_pauses`, read in the same statement).
  */
 export async function claim(
   ctx: SeoContext,
@@ -302,6 +395,7 @@ async function claimNext(
     with picked as (
       select id as picked_id from seo_backfill_jobs
       where status = 'Queued'
+        and not exists (select from queue_pauses where queue = ${name})
       order by created_at, id
       for update skip locked
       limit ${limit}

@@ -17,6 +17,11 @@
  *   `{ claim_token }` → 200 the job (again for a repeat with the same token); 409 when the token no
  *   longer matches; 404.
  * - `POST /jobs/:id/retry` → 200 the job, `Queued`; 409 unless `Failed`; 404.
+ * - `POST /jobs/retry` `{ "status": "Failed", "q"?, "dry_run"? }` → 200 the bulk retry's outcome.
+ * - `POST /jobs/:id/cancel` → 200 a `Queued` job, now `Failed` (cancelled by admin); 409 for a
+ *   `Running` or finished job; 404.
+ * - `GET /jobs` also takes `q` (the edition's id or title) and `cursor` (the `next_cursor`).
+ * - `POST /jobs/claim` claims nothing while the queue is paused (lib/control.ts).
  * - `POST /editions/:id/revert` → 200 the edition's restored SEO fields; 409 when there is nothing
  *   to revert; 404 unknown edition.
  *
@@ -40,6 +45,15 @@ import {
   settleResponse,
   storableText,
 } from "../../lib/http/claim_routes.ts";
+import {
+  BULK_RETRY_RESPONSES,
+  bulkRetryAnswer,
+  bulkRetryBody,
+  CANCEL_RESPONSES,
+  cancelAnswer,
+  decodeCursor,
+  listAnswer,
+} from "../../lib/http/list.ts";
 
 const STATUSES = ["Queued", "Running", "Completed", "Failed"] as const;
 
@@ -97,10 +111,50 @@ export function seoRoutes(ctx: queue.SeoContext): Hono {
 
   const listDoc = describeRoute({
     summary: "A page of SEO jobs, newest first",
-    responses: { 200: "`{ jobs, next }`: `next` is the `before` of the next page (null: last)" },
+    responses: {
+      200: "`{ jobs, next_cursor, next }`: `next_cursor` is the `cursor` of the next page, " +
+        "`next` its `before` (both null on the last page)",
+    },
   });
   app.get("/jobs", listDoc, zValidator("query", listQuery(STATUSES), invalid), async (c) => {
-    return c.json(await queue.list(ctx.sql, c.req.valid("query")));
+    const { cursor, before, limit, ...filter } = c.req.valid("query");
+    const beforeId = (cursor ? decodeCursor(cursor) : null) ?? before;
+    const page = listAnswer(
+      await queue.list(ctx.sql, { ...filter, beforeId, limit: limit + 1 }),
+      limit,
+    );
+    // `next`: the `before` of the next page, as this list first answered.
+    const next = page.next_cursor ? page.jobs[page.jobs.length - 1].id : null;
+    return c.json({ ...page, next });
+  });
+
+  const bulkDoc = describeRoute({
+    summary: "Bulk admin retry: every Failed job matching the filter → Queued (at most 10,000)",
+    responses: BULK_RETRY_RESPONSES,
+  });
+  app.post(
+    "/jobs/retry",
+    bulkDoc,
+    requireJson,
+    zValidator("json", bulkRetryBody, invalid),
+    async (c) => {
+      const { dry_run, ...filter } = c.req.valid("json");
+      const outcome = await queue.bulkRetry(ctx, filter, dry_run);
+      if (!dry_run) {
+        ctx.log.info({ queue: queue.name, ...filter, retried: outcome.retried }, "bulk retry");
+      }
+      return bulkRetryAnswer(c, outcome, dry_run);
+    },
+  );
+
+  const cancelDoc = describeRoute({
+    summary:
+      "Admin cancel: a Queued job → Failed; a Running one is refused (its step may have acted)",
+    responses: CANCEL_RESPONSES,
+  });
+  app.post("/jobs/:id{[0-9]+}/cancel", cancelDoc, byId, async (c) => {
+    const jobId = c.req.valid("param").id;
+    return cancelAnswer(c, await queue.cancel(ctx, jobId), "job", jobId);
   });
 
   const claimDoc = describeRoute({

@@ -17,7 +17,11 @@
  * - Running → Queued: {@linkcode giveBack} on shutdown (attempt not counted, no error text); a
  *   follow-up already `Queued` is coalesced into the given-back job (deleted: the given-back job
  *   re-runs after the follow-up's write and renders it).
- * - Failed → Queued: {@linkcode retry}, the admin retry (attempts reset, error cleared).
+ * - Failed → Queued: {@linkcode retry}, the admin retry (attempts reset, error cleared);
+ *   {@linkcode bulkRetry} retries the newest matching `Failed` job only (one Full rebuild renders
+ *   everything), and none while one is `Queued`.
+ * - Queued → Failed: {@linkcode cancel}, the admin cancel; a `Running` render is stopped first and
+ *   settled by {@linkcode cancelRun} (fenced; the live site is left as it was).
  *
  * Recovery runs before every claim, not only at startup (ADR-022, "shipped 2026-10-08"): the
  * consumer is sequential and calls {@linkcode recover} on every wake before it claims, so any
@@ -32,11 +36,20 @@
 import type { QueueDefaults } from "../../lib/config.ts";
 import { type Fragment, type Sql, transaction, type TxSql } from "../../lib/db.ts";
 import {
+  BULK_RETRY_MAX,
+  bulkOutcome,
+  type BulkRetryOutcome,
+  CANCELLED,
+  type CancelOutcome,
   type ClaimedJob,
+  containing,
   isRunTimeout,
+  type JobFilter,
+  type JobListPage,
   type QueueContext,
   type QueueStats,
 } from "../../lib/queue.ts";
+import { cancelJob } from "../../lib/control.ts";
 // The renderer (htmlparser2, dom-serializer, Hono's JSX: about 6 MB) is loaded by the first
 // render, not at startup.
 import { buildsDir, finishBuild, pruneBuilds, startBuild, switchLive } from "../../site/builds.ts";
@@ -96,6 +109,14 @@ export interface SsgJobRow {
   finished_at: Date | null;
   created_at: Date;
   updated_at: Date;
+  /** Every attempt that ended, oldest first (the last 20; sql/010_operations.sql). */
+  attempts: unknown[];
+}
+
+/** A job as the list route shows it. */
+export interface SsgListRow extends SsgJobRow {
+  /** `Full rebuild`. */
+  subject: string;
 }
 
 /** Thrown inside the completing transaction when its fence matched no row: the claim was lost. */
@@ -211,6 +232,101 @@ export async function retry(ctx: QueueContext, id: string): Promise<SsgJobRow | 
     ctx.events.publish({ queue: name, id, transition: "retried", status: "Queued", attempt: 0 });
   }
   return row ?? null;
+}
+
+// The filter of the list and the bulk retry: a status, and `q` in the subject or the error.
+function filtered(sql: Sql, filter: JobFilter) {
+  return sql`
+    ${filter.status ? sql`and status = ${filter.status}` : sql``}
+    ${
+    filter.q
+      ? sql`and (kind || ' rebuild' ilike ${containing(filter.q)}
+          or error ilike ${containing(filter.q)})`
+      : sql``
+  }`;
+}
+
+/** A page of jobs, newest first, keyset-paged on the primary key (no OFFSET, no count). */
+export async function list(sql: Sql, page: JobListPage): Promise<SsgListRow[]> {
+  return await sql<SsgListRow[]>`
+    select *, kind || ' rebuild' as subject
+    from ssg_rebuild_jobs
+    where true ${filtered(sql, page)}
+      ${page.beforeId ? sql`and id < ${page.beforeId}` : sql``}
+    order by id desc
+    limit ${page.limit}`;
+}
+
+/**
+ * The admin cancel: a `Queued` rebuild → `Failed` with {@linkcode CANCELLED}; a `Running` one's
+ * render is asked to stop and settled by {@linkcode cancelRun}. A retry brings it back.
+ */
+export async function cancel(
+  ctx: QueueContext,
+  id: string,
+  requestCancel: (queue: string, id: string) => Promise<void>,
+): Promise<CancelOutcome<SsgJobRow>> {
+  return await cancelJob({
+    cancelRunnable: async () => {
+      const [row] = await ctx.sql<SsgJobRow[]>`
+        update ssg_rebuild_jobs
+        set status = 'Failed', error = ${CANCELLED}, finished_at = now(), updated_at = now()
+        where id = ${id} and status = 'Queued'
+        returning *`;
+      if (row) {
+        ctx.events.publish({
+          queue: name,
+          id,
+          transition: "cancelled",
+          status: "Failed",
+          attempt: row.attempt_count,
+          error: CANCELLED,
+        });
+      }
+      return row ?? null;
+    },
+    read: () => getJob(ctx, id),
+    running: "Running",
+    requestCancel: () => requestCancel(name, id),
+  });
+}
+
+/**
+ * The bulk admin retry under this queue's rule: at most one `Queued` Full rebuild exists, and it
+ * renders everything, so only the newest matching `Failed` job is re-queued, and none while one
+ * is `Queued`; the others stay `Failed` (`skipped`). One statement.
+ *
+ * @param dryRun count only: nothing changes.
+ */
+export async function bulkRetry(
+  ctx: QueueContext,
+  filter: JobFilter,
+  dryRun: boolean,
+): Promise<BulkRetryOutcome> {
+  const only = filtered(ctx.sql, { ...filter, status: "Failed" });
+  const [row] = await ctx.sql<{ matched: number; ids: string[] }[]>`
+    with matched as (
+      select count(*)::int as n from (
+        select from ssg_rebuild_jobs where true ${only} limit ${BULK_RETRY_MAX + 1}) m
+    ), retried as (
+      update ssg_rebuild_jobs
+      set status = 'Queued', attempt_count = 0, error = null, claimed_by = null,
+          started_at = null, finished_at = null, updated_at = now()
+      where id = (
+        select id from ssg_rebuild_jobs
+        where ${!dryRun} ${only}
+          and not exists (select from ssg_rebuild_jobs where kind = 'Full' and status = 'Queued')
+        order by id desc
+        limit 1
+        for update skip locked)
+      returning id
+    )
+    select (select n from matched) as matched,
+           coalesce((select array_agg(id::text) from retried), '{}') as ids`;
+  for (const id of row.ids) {
+    ctx.events.publish({ queue: name, id, transition: "retried", status: "Queued", attempt: 0 });
+  }
+  return bulkOutcome(row.matched, row.ids, dryRun);
 }
 
 /**
@@ -368,6 +484,16 @@ export async function giveBack(ctx: SsgContext, job: SsgJob): Promise<boolean> {
 }
 
 /**
+ * Settle a render an admin cancelled, once it has stopped (its unfinished build removed, the live
+ * site untouched): `Failed` with {@linkcode CANCELLED}. Fenced on the claim.
+ *
+ * @returns false when the fence matched no row.
+ */
+export async function cancelRun(ctx: SsgContext, job: SsgJob): Promise<boolean> {
+  return await fail(ctx, job, CANCELLED, "cancelled");
+}
+
+/**
  * Rebuild the site: render every published edition into a fresh build, then — in one fenced
  * transaction — mark the job `Completed` and switch the live site to the build (site/builds.ts);
  * keep the previous build, prune older ones. A failed render is `Failed` with the reason.
@@ -407,9 +533,10 @@ export async function run(ctx: SsgContext, job: SsgJob, signal: AbortSignal): Pr
     }
     if (signal.aborted) {
       if (!isRunTimeout(signal.reason)) throw signal.reason;
-      return await fail(ctx, job, `Render exceeded SSG_TIMEOUT_MS: ${signal.reason.message}`);
+      await fail(ctx, job, `Render exceeded SSG_TIMEOUT_MS: ${signal.reason.message}`);
+      return;
     }
-    return await fail(ctx, job, `Cannot rebuild the site: ${(err as Error)?.message ?? err}`);
+    await fail(ctx, job, `Cannot rebuild the site: ${(err as Error)?.message ?? err}`);
   }
 }
 
@@ -440,7 +567,12 @@ async function complete(ctx: SsgContext, job: SsgJob, build: string): Promise<st
   });
 }
 
-async function fail(ctx: SsgContext, job: SsgJob, reason: string): Promise<void> {
+async function fail(
+  ctx: SsgContext,
+  job: SsgJob,
+  reason: string,
+  transition: "failed" | "cancelled" = "failed",
+): Promise<boolean> {
   const rows = await ctx.sql`
     update ssg_rebuild_jobs
     set status = 'Failed', error = ${reason}, claimed_by = null, finished_at = now(),
@@ -452,15 +584,16 @@ async function fail(ctx: SsgContext, job: SsgJob, reason: string): Promise<void>
       { queue: name, id: job.id, transition: "failed" },
       "settling write matched no row: the claim was lost",
     );
-    return;
+    return false;
   }
   ctx.log.warn({ queue: name, id: job.id, reason }, "job failed");
   ctx.events.publish({
     queue: name,
     id: job.id,
-    transition: "failed",
+    transition,
     status: "Failed",
     attempt: job.attempt_count,
     error: reason,
   });
+  return true;
 }

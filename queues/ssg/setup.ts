@@ -14,7 +14,7 @@ export const queue = defineQueue({
   name: ssg.name,
   view: ssgView,
   settings: (env) => parseQueueSettings(env, ssg.defaults),
-  setup({ base, config }, common) {
+  setup({ base, config, control }, common) {
     const ctx: ssg.SsgContext = {
       ...base,
       storageDir: config.storageDir,
@@ -23,7 +23,7 @@ export const queue = defineQueue({
     };
     return {
       consume: consumed(ssg, ctx, common.timeoutMs),
-      routes: { "/ssg": ssgRoutes(ctx), "/editions": editionRoutes(ctx) },
+      routes: { "/ssg": ssgRoutes(ctx, control), "/editions": editionRoutes(ctx) },
     };
   },
 });

@@ -18,7 +18,7 @@ export const queue = defineQueue({
     common: parseQueueSettings(env, userIngestion.defaults),
     maxUploadBytes: parseMaxUploadBytes(env),
   }),
-  setup({ base, config }, { common, maxUploadBytes }) {
+  setup({ base, config, control }, { common, maxUploadBytes }) {
     const ctx: userIngestion.UserIngestionContext = {
       ...base,
       storageDir: config.storageDir,
@@ -26,7 +26,7 @@ export const queue = defineQueue({
     };
     return {
       consume: consumed(userIngestion, ctx, common.timeoutMs),
-      routes: { "/user-books": userBookRoutes(ctx, maxUploadBytes) },
+      routes: { "/user-books": userBookRoutes(ctx, maxUploadBytes, control) },
       unlimitedBodies: UNLIMITED_BODY_PATHS,
     };
   },

@@ -137,7 +137,7 @@ dbTest(
       // Alive, answering, ready, and never restarted its consumers.
       const { slowestMs, allOk } = await health.stop();
       assert.ok(allOk, "every /healthz answered 200");
-      assert.ok(slowestMs < 1_000, `/healthz took ${slowestMs} ms at worst`);
+      assert.ok(slowestMs < 2_000, `/healthz took ${slowestMs} ms at worst`);
       assert.equal((await fetch(`${base}/readyz`)).status, 200);
       const status = await Promise.race([worker.exited, Promise.resolve("running" as const)]);
       assert.equal(status, "running");

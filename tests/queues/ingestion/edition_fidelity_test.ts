@@ -6,6 +6,7 @@
  *
  * @module
  */
+import { testControl } from "../../_api.ts";
 import assert from "node:assert/strict";
 import * as ingestion from "../../../queues/ingestion/mod.ts";
 import { ingestionRoutes } from "../../../queues/ingestion/routes.ts";
@@ -73,7 +74,7 @@ dbTest(
   "GET /internal/ingestion/jobs/:id returns the job's edition: language, direction, warnings",
   async (db) => {
     const ctx = await ingestionContext(db);
-    const api = ingestionRoutes(ctx);
+    const api = ingestionRoutes(ctx, testControl(ctx));
     const queued = await insertJob(db, "none.epub");
     const before = await (await api.request(`/jobs/${queued}`)).json();
     assert.equal(before.edition, null);
