@@ -18,7 +18,8 @@
 import { Hono } from "hono";
 import { describeRoute, zValidator } from "../../lib/http/openapi.ts";
 import { z } from "zod";
-import { bulkRetry, cancel, getJob, list, retry } from "./mod.ts";
+import { getJob, retry } from "./mod.ts";
+import { bulkRetry, cancel, list } from "./jobs.ts";
 import type { QueueContext } from "../../lib/queue.ts";
 import type { QueueControl } from "../../lib/control.ts";
 import {

@@ -22,16 +22,8 @@ import { Hono } from "hono";
 import { createMiddleware } from "hono/factory";
 import { describeRoute, zValidator } from "../../lib/http/openapi.ts";
 import { z } from "zod";
-import {
-  bulkRetry,
-  cancel,
-  editionExists,
-  enqueue,
-  getJob,
-  type IngestionContext,
-  list,
-  retry,
-} from "./mod.ts";
+import { type IngestionContext } from "./mod.ts";
+import { bulkRetry, cancel, editionExists, enqueue, getJob, list, retry } from "./jobs.ts";
 import {
   BULK_RETRY_RESPONSES,
   bulkRetryAnswer,

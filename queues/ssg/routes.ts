@@ -25,7 +25,8 @@ import { describeRoute, zValidator } from "../../lib/http/openapi.ts";
 import { z } from "zod";
 import { transaction } from "../../lib/db.ts";
 import type { QueueContext } from "../../lib/queue.ts";
-import { bulkRetry, cancel, getJob, list, publishEdition, requestRebuild, retry } from "./mod.ts";
+
+import { bulkRetry, cancel, getJob, list, publishEdition, requestRebuild, retry } from "./jobs.ts";
 import type { QueueControl } from "../../lib/control.ts";
 import {
   BULK_RETRY_RESPONSES,

@@ -21,15 +21,8 @@
 import { Hono } from "hono";
 import { describeRoute, zValidator } from "../../lib/http/openapi.ts";
 import { z } from "zod";
-import {
-  bulkRetry,
-  cancel,
-  enqueue,
-  getUserBook,
-  list,
-  retry,
-  type UserIngestionContext,
-} from "./mod.ts";
+import { type UserIngestionContext } from "./mod.ts";
+import { bulkRetry, cancel, enqueue, getUserBook, list, retry } from "./jobs.ts";
 import {
   BULK_RETRY_RESPONSES,
   bulkRetryAnswer,

@@ -13,8 +13,10 @@ import { Listener } from "../../lib/listener.ts";
 import { BULK_RETRY_MAX, CANCELLED } from "../../lib/queue.ts";
 import { ingestionRoutes } from "../../queues/ingestion/routes.ts";
 import * as ingestion from "../../queues/ingestion/mod.ts";
+import * as ingestionJobs from "../../queues/ingestion/jobs.ts";
 import * as autoPublish from "../../queues/auto_publish/mod.ts";
-import * as seo from "../../queues/seo_backfill/mod.ts";
+import * as autoPublishJobs from "../../queues/auto_publish/jobs.ts";
+import * as seoJobs from "../../queues/seo_backfill/jobs.ts";
 import { autoPublishRoutes } from "../../queues/auto_publish/routes.ts";
 import { seoRoutes } from "../../queues/seo_backfill/routes.ts";
 import { userBookRoutes } from "../../queues/user_ingestion/routes.ts";
@@ -227,12 +229,15 @@ dbTest(
     const ctx = await ingestionContext(db);
     const [edition] = await insertEditions(db, 1);
     for (let i = 0; i < autoPublish.BREAKER_FAILURES; i++) {
-      const created = await autoPublish.enqueue(db.sql, edition, 0);
+      const created = await autoPublishJobs.enqueue(db.sql, edition, 0);
       assert.equal(created.outcome, "created");
-      const outcome = await autoPublish.cancel(ctx, (created as { job: { id: string } }).job.id);
+      const outcome = await autoPublishJobs.cancel(
+        ctx,
+        (created as { job: { id: string } }).job.id,
+      );
       assert.equal(outcome.outcome, "cancelled");
     }
-    const sixth = await autoPublish.enqueue(db.sql, edition, 0);
+    const sixth = await autoPublishJobs.enqueue(db.sql, edition, 0);
     assert.equal(sixth.outcome, "created", "5 cancels open no breaker");
     await db.sql`update auto_publish_jobs set status = 'Failed', finished_at = now()
       where id = ${(sixth as { job: { id: string } }).job.id}`;
@@ -240,7 +245,7 @@ dbTest(
       select ${edition}, 'Failed', now() from generate_series(1, ${
       autoPublish.BREAKER_FAILURES - 1
     })`;
-    assert.equal((await autoPublish.enqueue(db.sql, edition, 0)).outcome, "breaker");
+    assert.equal((await autoPublishJobs.enqueue(db.sql, edition, 0)).outcome, "breaker");
     assert.equal(await autoPublishView.openBreakers!(db.sql), 1);
   },
 );
@@ -280,7 +285,7 @@ dbTest(
     const spied = { ...ctx, sql: Object.assign(counting, {}) };
     (counting.options as { debug?: unknown }).debug = (_c: number, query: string) =>
       statements.push(query);
-    const outcome = await ingestion.bulkRetry(spied, { status: "Failed", q: "bulk/" }, false);
+    const outcome = await ingestionJobs.bulkRetry(spied, { status: "Failed", q: "bulk/" }, false);
     await counting.end({ timeout: 1 });
     // (The driver's own type lookup on a new connection is not the queue's.)
     const queue = statements.filter((q) => !q.includes("pg_catalog.pg_type"));
@@ -318,7 +323,7 @@ dbTest(
       select count(*)::int as n from auto_publish_jobs where status = 'Queued'`;
     assert.equal(n, 3);
     await db.sql`insert into seo_backfill_jobs (edition_id, status) values (${a}, 'Failed')`;
-    assert.equal((await seo.bulkRetry(ctx, { status: "Failed" }, false)).retried, 1);
+    assert.equal((await seoJobs.bulkRetry(ctx, { status: "Failed" }, false)).retried, 1);
   },
 );
 
@@ -508,7 +513,7 @@ dbTest(
       assert.equal(later.paused("ingestion"), true);
       // A host-polled queue's claim reads the pause itself.
       const [edition] = await insertEditions(db, 1);
-      await autoPublish.enqueue(db.sql, edition, 0);
+      await autoPublishJobs.enqueue(db.sql, edition, 0);
       await call("POST", "/queues/auto_publish/pause");
       assert.deepEqual((await call("POST", "/auto-publish/jobs/claim")).body, { jobs: [] });
       await call("POST", "/queues/auto-publish/resume"); // the former name works too

@@ -4,6 +4,7 @@ import { createApi, MAX_BODY_BYTES } from "../../../lib/http/api.ts";
 import { transaction } from "../../../lib/db.ts";
 import { Lifecycle } from "../../../lib/lifecycle.ts";
 import * as ingestion from "../../../queues/ingestion/mod.ts";
+import * as ingestionJobs from "../../../queues/ingestion/jobs.ts";
 import { ingestionRoutes } from "../../../queues/ingestion/routes.ts";
 import { testApi, testControl } from "../../_api.ts";
 import { dbTest, type TestDb, waitFor } from "../../_db.ts";
@@ -244,7 +245,7 @@ dbTest(
     assert.ok(job);
     assert.equal(await ingestion.giveBack(ctx, job), true);
     await db.sql`update ingestion_jobs set status = 'Failed' where id = ${id}`;
-    await ingestion.retry(ctx, id);
+    await ingestionJobs.retry(ctx, id);
     const events = await readEvents(res, 3);
     assert.deepEqual(
       events.map((e) => [e.event, e.data.id, e.data.status]),

@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { dbTest } from "../../_db.ts";
 import { hostApi, insertEdition, insertFailures, snapshot } from "../../_host.ts";
 import * as autoPublish from "../../../queues/auto_publish/mod.ts";
+import * as autoPublishJobs from "../../../queues/auto_publish/jobs.ts";
 import { ingestionContext, insertJob, SMALL_BOOK, writeSource } from "../../_ingestion.ts";
 import * as ingestion from "../../../queues/ingestion/mod.ts";
 
@@ -314,7 +315,7 @@ dbTest("a job created inside a rolled-back ingestion transaction does not exist"
   const edition = await insertEdition(db.sql);
   await assert.rejects(
     db.sql.begin(async (tx) => {
-      assert.equal((await autoPublish.enqueue(tx, edition, 0)).outcome, "created");
+      assert.equal((await autoPublishJobs.enqueue(tx, edition, 0)).outcome, "created");
       throw new Error("rollback");
     }),
     /rollback/,
