@@ -130,7 +130,7 @@ export async function bulkRetry(
       returning j.id
     )
     select (select n from matched) as matched,
-           coalesce((select array_agg(id::text) from retried), '{}') as ids`;
+           coalesce((select json_agg(id::text) from retried), '[]'::json) as ids`;
   for (const id of row.ids) {
     ctx.events.publish({ queue: name, id, transition: "retried", status: "Queued", attempt: 0 });
   }
