@@ -109,6 +109,26 @@ Deno.test("parseConfig(): a DATABASE_URL the worker cannot use is refused, namin
   }
 });
 
+Deno.test("parseDatabaseUrl(): a host followed by more than one :port is refused, whichever host of the list it is", () => {
+  // libpq reads a host up to its first ":" (an IPv6 literal needs brackets), so "h:5432:1" is a
+  // bad port, never a host named "h:5432" that the worker would look up in DNS forever.
+  for (let i = 0; i < 50; i++) {
+    const hosts = Array.from({ length: 1 + Math.floor(Math.random() * 3) }, randomHost);
+    const bad = Math.floor(Math.random() * hosts.length);
+    const extra = Array.from(
+      { length: 1 + Math.floor(Math.random() * 2) },
+      () => `:${1 + Math.floor(Math.random() * 65535)}`,
+    ).join("");
+    const list = hosts.map((h, j) => j === bad ? `${h}:5432${extra}` : h).join(",");
+    const raw = `postgres://u:pw@${list}/db`;
+    assert.throws(() => parseDatabaseUrl(raw), (err: unknown) => {
+      assert.ok(err instanceof DatabaseUrlError, raw);
+      assert.match(err.message, new RegExp(`host ${bad + 1}\\b`), `${raw}: ${err.message}`);
+      return true;
+    }, raw);
+  }
+});
+
 Deno.test("openClient(): a host list whose first host is down, and a local socket URL, reach the server", async () => {
   const url = new URL(testUrl());
   const dead = freePort();
