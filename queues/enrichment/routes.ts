@@ -17,6 +17,7 @@
  */
 import { Hono } from "hono";
 import { describeRoute, zValidator } from "../../lib/http/openapi.ts";
+import { invalid } from "../../lib/http/claim_routes.ts";
 import { z } from "zod";
 import { bulkRetry, cancel, getJob, list, retry } from "./mod.ts";
 import type { QueueContext } from "../../lib/queue.ts";
@@ -32,16 +33,6 @@ import {
   listAnswer,
   listQuery,
 } from "../../lib/http/list.ts";
-
-function invalid(result: {
-  success: boolean;
-  error?: { issues: ReadonlyArray<{ path: ReadonlyArray<PropertyKey>; message: string }> };
-}): Response | undefined {
-  if (result.success || !result.error) return undefined;
-  const issue = result.error.issues[0];
-  const where = issue.path.length > 0 ? issue.path.map(String).join(".") : "body";
-  return Response.json({ error: `Invalid ${where}: ${issue.message}` }, { status: 400 });
-}
 
 const id = z.string().regex(/^[1-9]\d{0,17}$/, "expected a positive integer id");
 

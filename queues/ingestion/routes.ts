@@ -21,6 +21,7 @@
 import { Hono } from "hono";
 import { createMiddleware } from "hono/factory";
 import { describeRoute, zValidator } from "../../lib/http/openapi.ts";
+import { invalid } from "../../lib/http/claim_routes.ts";
 import { z } from "zod";
 import {
   bulkRetry,
@@ -59,19 +60,6 @@ const enqueueBody = z.strictObject({
   source_path: z.string().min(1).max(4096),
   edition_id: z.union([id, z.number().int().positive().transform(String)]).optional(),
 });
-
-// Bad input is a 4xx JSON error that names the field (docs/development.md), never zod's raw dump.
-interface Checked {
-  success: boolean;
-  error?: { issues: ReadonlyArray<{ path: ReadonlyArray<PropertyKey>; message: string }> };
-}
-
-function invalid(result: Checked): Response | undefined {
-  if (result.success || !result.error) return undefined;
-  const issue = result.error.issues[0];
-  const where = issue.path.length > 0 ? issue.path.map(String).join(".") : "body";
-  return Response.json({ error: `Invalid ${where}: ${issue.message}` }, { status: 400 });
-}
 
 // Without this, a body sent as text/plain would be read as `{}` and the error would blame a
 // missing field instead of the header.

@@ -22,6 +22,7 @@
  */
 import { Hono } from "hono";
 import { describeRoute, zValidator } from "../../lib/http/openapi.ts";
+import { invalid as invalidInput } from "../../lib/http/claim_routes.ts";
 import { z } from "zod";
 import { transaction } from "../../lib/db.ts";
 import type { QueueContext } from "../../lib/queue.ts";
@@ -48,17 +49,6 @@ function invalid(result: { success: boolean }): Response | undefined {
   return Response.json({ error: "Invalid id: expected a positive integer id" }, { status: 400 });
 }
 
-// The same for a query or a body: the error names the field.
-function invalidField(result: {
-  success: boolean;
-  error?: { issues: ReadonlyArray<{ path: ReadonlyArray<PropertyKey>; message: string }> };
-}): Response | undefined {
-  if (result.success || !result.error) return undefined;
-  const issue = result.error.issues[0];
-  const where = issue.path.length > 0 ? issue.path.map(String).join(".") : "body";
-  return Response.json({ error: `Invalid ${where}: ${issue.message}` }, { status: 400 });
-}
-
 /**
  * Build the rebuild routes.
  *
@@ -72,7 +62,7 @@ export function ssgRoutes(ctx: QueueContext, control: Pick<QueueControl, "reques
   app.get(
     "/jobs",
     describeRoute({ summary: "List site rebuild jobs, newest first", responses: LIST_RESPONSES }),
-    zValidator("query", query, invalidField),
+    zValidator("query", query, invalidInput),
     async (c) => {
       const { cursor, limit, ...filter } = c.req.valid("query");
       const beforeId = cursor ? decodeCursor(cursor) ?? undefined : undefined;
@@ -87,7 +77,7 @@ export function ssgRoutes(ctx: QueueContext, control: Pick<QueueControl, "reques
       summary: "Bulk admin retry: the newest matching Failed rebuild → Queued (one renders all)",
       responses: BULK_RETRY_RESPONSES,
     }),
-    zValidator("json", bulkRetryBody, invalidField),
+    zValidator("json", bulkRetryBody, invalidInput),
     async (c) => {
       const { dry_run, ...filter } = c.req.valid("json");
       const outcome = await bulkRetry(ctx, filter, dry_run);

@@ -20,6 +20,7 @@
  */
 import { Hono } from "hono";
 import { describeRoute, zValidator } from "../../lib/http/openapi.ts";
+import { invalid } from "../../lib/http/claim_routes.ts";
 import { z } from "zod";
 import {
   bulkRetry,
@@ -93,7 +94,7 @@ export function userBookRoutes(
     responses: LIST_RESPONSES,
   });
   const query = listQuery(["Queued", "Processing", "Completed", "Failed"]);
-  app.get("/", listDoc, zValidator("query", query, invalidParam), async (c) => {
+  app.get("/", listDoc, zValidator("query", query, invalid), async (c) => {
     const { cursor, limit, ...filter } = c.req.valid("query");
     const beforeId = cursor ? decodeCursor(cursor) ?? undefined : undefined;
     return c.json(
@@ -105,7 +106,7 @@ export function userBookRoutes(
     summary: "Bulk admin retry: every Failed job matching the filter → Queued (at most 10,000)",
     responses: BULK_RETRY_RESPONSES,
   });
-  app.post("/retry", bulkDoc, zValidator("json", bulkRetryBody, invalidParam), async (c) => {
+  app.post("/retry", bulkDoc, zValidator("json", bulkRetryBody, invalid), async (c) => {
     const { dry_run, ...filter } = c.req.valid("json");
     const outcome = await bulkRetry(ctx, filter, dry_run);
     if (!dry_run) {
@@ -186,7 +187,7 @@ export function userBookRoutes(
     summary: "Read a user book with its latest job and its enrichment",
     responses: { 200: "`{ user_book, job, enrichment }`", 404: "No such user book" },
   });
-  app.get("/:id", readDoc, zValidator("param", z.object({ id }), invalidParam), async (c) => {
+  app.get("/:id", readDoc, zValidator("param", z.object({ id }), invalid), async (c) => {
     const bookId = c.req.valid("param").id;
     const found = await getUserBook(ctx, bookId);
     if (!found) return c.json({ error: "No such user book" }, 404);
@@ -204,7 +205,7 @@ export function userBookRoutes(
   app.post(
     "/:id/retry",
     retryDoc,
-    zValidator("param", z.object({ id }), invalidParam),
+    zValidator("param", z.object({ id }), invalid),
     async (c) => {
       const bookId = c.req.valid("param").id;
       const found = await getUserBook(ctx, bookId);
@@ -227,7 +228,7 @@ export function userBookRoutes(
   app.post(
     "/:id/cancel",
     cancelDoc,
-    zValidator("param", z.object({ id }), invalidParam),
+    zValidator("param", z.object({ id }), invalid),
     async (c) => {
       const bookId = c.req.valid("param").id;
       const found = await getUserBook(ctx, bookId);
@@ -238,11 +239,4 @@ export function userBookRoutes(
   );
 
   return app;
-}
-
-function invalidParam(
-  result: { success: boolean; error?: Parameters<typeof describe>[0] },
-): Response | undefined {
-  if (result.success || !result.error) return undefined;
-  return Response.json({ error: describe(result.error) }, { status: 400 });
 }
