@@ -32,9 +32,10 @@ import {
   LIST_RESPONSES,
   listAnswer,
   listQuery,
+  pathId,
 } from "../../lib/http/list.ts";
 
-const id = z.string().regex(/^[1-9]\d{0,17}$/, "expected a positive integer id");
+const id = pathId;
 
 /**
  * Build the enrichment routes.

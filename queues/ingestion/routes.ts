@@ -43,18 +43,13 @@ import {
   LIST_RESPONSES,
   listAnswer,
   listQuery,
+  pathId,
 } from "../../lib/http/list.ts";
 import type { QueueControl } from "../../lib/control.ts";
 import { readEditionSummary } from "./_fidelity.ts";
 import { resolveSourceFile, resolveSourcePath } from "../../books/source_path.ts";
 
-// Every id enqueue can hand out: 1 to the bigint maximum, 2^63 - 1.
-const MAX_ID = 9223372036854775807n;
-const id = z.string().regex(/^[1-9]\d{0,18}$/, "expected a positive integer id").refine(
-  // zod runs the refinement after a failed regex too: only a digit string is compared.
-  (raw) => !/^\d+$/.test(raw) || BigInt(raw) <= MAX_ID,
-  "expected a positive integer id up to 9223372036854775807",
-);
+const id = pathId;
 
 const enqueueBody = z.strictObject({
   source_path: z.string().min(1).max(4096),

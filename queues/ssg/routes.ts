@@ -38,16 +38,11 @@ import {
   LIST_RESPONSES,
   listAnswer,
   listQuery,
+  pathId,
 } from "../../lib/http/list.ts";
 
-const id = z.string().regex(/^[1-9]\d{0,17}$/, "expected a positive integer id");
+const id = pathId;
 const params = z.object({ id });
-
-// Bad input is a 4xx JSON error that names the field (docs/development.md), never zod's raw dump.
-function invalid(result: { success: boolean }): Response | undefined {
-  if (result.success) return undefined;
-  return Response.json({ error: "Invalid id: expected a positive integer id" }, { status: 400 });
-}
 
 /**
  * Build the rebuild routes.
@@ -94,7 +89,7 @@ export function ssgRoutes(ctx: QueueContext, control: Pick<QueueControl, "reques
       summary: "Admin cancel: a Queued rebuild → Failed; a Running render is stopped, then Failed",
       responses: CANCEL_RESPONSES,
     }),
-    zValidator("param", params, invalid),
+    zValidator("param", params, invalidInput),
     async (c) => {
       const jobId = c.req.valid("param").id;
       const outcome = await cancel(ctx, jobId, (q, i) => control.requestCancel(q, i));
@@ -115,7 +110,7 @@ export function ssgRoutes(ctx: QueueContext, control: Pick<QueueControl, "reques
     summary: "Read a site rebuild job",
     responses: { 200: "The job", 404: "No such job" },
   });
-  app.get("/jobs/:id", readDoc, zValidator("param", params, invalid), async (c) => {
+  app.get("/jobs/:id", readDoc, zValidator("param", params, invalidInput), async (c) => {
     const job = await getJob(ctx, c.req.valid("param").id);
     return job ? c.json(job) : c.json({ error: "No such ssg job" }, 404);
   });
@@ -128,7 +123,7 @@ export function ssgRoutes(ctx: QueueContext, control: Pick<QueueControl, "reques
       409: "The job is not Failed, or another Full job is already Queued",
     },
   });
-  app.post("/jobs/:id/retry", retryDoc, zValidator("param", params, invalid), async (c) => {
+  app.post("/jobs/:id/retry", retryDoc, zValidator("param", params, invalidInput), async (c) => {
     const jobId = c.req.valid("param").id;
     const job = await retry(ctx, jobId);
     if (job) return c.json(job);
@@ -164,7 +159,7 @@ export function editionRoutes(ctx: QueueContext): Hono {
         : "Unpublish an edition and queue the Full rebuild that removes it, in one transaction",
       responses: { 200: "`{ edition: { id, published_at }, rebuild }`", 404: "No such edition" },
     });
-    app.post(`/:id/${action}`, doc, zValidator("param", params, invalid), async (c) => {
+    app.post(`/:id/${action}`, doc, zValidator("param", params, invalidInput), async (c) => {
       const editionId = c.req.valid("param").id;
       const result = await transaction(
         ctx.sql,

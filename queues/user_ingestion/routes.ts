@@ -41,13 +41,14 @@ import {
   LIST_RESPONSES,
   listAnswer,
   listQuery,
+  pathId,
 } from "../../lib/http/list.ts";
 import type { QueueControl } from "../../lib/control.ts";
 import { getJob as getEnrichment } from "../enrichment/mod.ts";
 import { resolveSourceFile, resolveSourcePath } from "../../books/source_path.ts";
 import { receiveUpload, removeUpload, UploadError } from "../../lib/http/multipart.ts";
 
-const id = z.string().regex(/^[1-9]\d{0,17}$/, "expected a positive integer id");
+const id = pathId;
 const ownerId = z.union([
   z.number().int().positive().max(Number.MAX_SAFE_INTEGER),
   z.string().regex(/^[1-9]\d{0,14}$/, "expected a positive integer").transform(Number),
