@@ -20,6 +20,7 @@
  */
 import { Hono } from "hono";
 import { describeRoute, zValidator } from "../../lib/http/openapi.ts";
+import { invalid } from "../../lib/http/claim_routes.ts";
 import { z } from "zod";
 import { type UserIngestionContext } from "./mod.ts";
 import { bulkRetry, cancel, enqueue, getUserBook, list, retry } from "./jobs.ts";
@@ -33,13 +34,14 @@ import {
   LIST_RESPONSES,
   listAnswer,
   listQuery,
+  pathId,
 } from "../../lib/http/list.ts";
 import type { QueueControl } from "../../lib/control.ts";
 import { getJob as getEnrichment } from "../enrichment/mod.ts";
 import { resolveSourceFile, resolveSourcePath } from "../../books/source_path.ts";
 import { receiveUpload, removeUpload, UploadError } from "../../lib/http/multipart.ts";
 
-const id = z.string().regex(/^[1-9]\d{0,17}$/, "expected a positive integer id");
+const id = pathId;
 const ownerId = z.union([
   z.number().int().positive().max(Number.MAX_SAFE_INTEGER),
   z.string().regex(/^[1-9]\d{0,14}$/, "expected a positive integer").transform(Number),
@@ -86,7 +88,7 @@ export function userBookRoutes(
     responses: LIST_RESPONSES,
   });
   const query = listQuery(["Queued", "Processing", "Completed", "Failed"]);
-  app.get("/", listDoc, zValidator("query", query, invalidParam), async (c) => {
+  app.get("/", listDoc, zValidator("query", query, invalid), async (c) => {
     const { cursor, limit, ...filter } = c.req.valid("query");
     const beforeId = cursor ? decodeCursor(cursor) ?? undefined : undefined;
     return c.json(
@@ -98,7 +100,7 @@ export function userBookRoutes(
     summary: "Bulk admin retry: every Failed job matching the filter → Queued (at most 10,000)",
     responses: BULK_RETRY_RESPONSES,
   });
-  app.post("/retry", bulkDoc, zValidator("json", bulkRetryBody, invalidParam), async (c) => {
+  app.post("/retry", bulkDoc, zValidator("json", bulkRetryBody, invalid), async (c) => {
     const { dry_run, ...filter } = c.req.valid("json");
     const outcome = await bulkRetry(ctx, filter, dry_run);
     if (!dry_run) {
@@ -179,7 +181,7 @@ export function userBookRoutes(
     summary: "Read a user book with its latest job and its enrichment",
     responses: { 200: "`{ user_book, job, enrichment }`", 404: "No such user book" },
   });
-  app.get("/:id", readDoc, zValidator("param", z.object({ id }), invalidParam), async (c) => {
+  app.get("/:id", readDoc, zValidator("param", z.object({ id }), invalid), async (c) => {
     const bookId = c.req.valid("param").id;
     const found = await getUserBook(ctx, bookId);
     if (!found) return c.json({ error: "No such user book" }, 404);
@@ -197,7 +199,7 @@ export function userBookRoutes(
   app.post(
     "/:id/retry",
     retryDoc,
-    zValidator("param", z.object({ id }), invalidParam),
+    zValidator("param", z.object({ id }), invalid),
     async (c) => {
       const bookId = c.req.valid("param").id;
       const found = await getUserBook(ctx, bookId);
@@ -220,7 +222,7 @@ export function userBookRoutes(
   app.post(
     "/:id/cancel",
     cancelDoc,
-    zValidator("param", z.object({ id }), invalidParam),
+    zValidator("param", z.object({ id }), invalid),
     async (c) => {
       const bookId = c.req.valid("param").id;
       const found = await getUserBook(ctx, bookId);
@@ -231,11 +233,4 @@ export function userBookRoutes(
   );
 
   return app;
-}
-
-function invalidParam(
-  result: { success: boolean; error?: Parameters<typeof describe>[0] },
-): Response | undefined {
-  if (result.success || !result.error) return undefined;
-  return Response.json({ error: describe(result.error) }, { status: 400 });
 }

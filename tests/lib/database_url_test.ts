@@ -28,7 +28,8 @@ Deno.test("parseDatabaseUrl(): host lists with ports, user info and the database
   for (let i = 0; i < 300; i++) {
     const user = randomText(1 + Math.floor(Math.random() * 8));
     const password = randomText(Math.floor(Math.random() * 12));
-    const database = randomText(1 + Math.floor(Math.random() * 6)).replaceAll("/", "");
+    // A database name cannot hold "/"; "d" keeps it non-empty once they are taken out.
+    const database = `d${randomText(Math.floor(Math.random() * 6)).replaceAll("/", "")}`;
     const n = 1 + Math.floor(Math.random() * 3);
     const hosts = Array.from({ length: n }, randomHost);
     const ports = hosts.map(
@@ -105,6 +106,26 @@ Deno.test("parseConfig(): a DATABASE_URL the worker cannot use is refused, namin
       assert.ok(!err.message.includes(raw), `${err.message} quotes the URL`);
       return true;
     });
+  }
+});
+
+Deno.test("parseDatabaseUrl(): a host followed by more than one :port is refused, whichever host of the list it is", () => {
+  // libpq reads a host up to its first ":" (an IPv6 literal needs brackets), so "h:5432:1" is a
+  // bad port, never a host named "h:5432" that the worker would look up in DNS forever.
+  for (let i = 0; i < 50; i++) {
+    const hosts = Array.from({ length: 1 + Math.floor(Math.random() * 3) }, randomHost);
+    const bad = Math.floor(Math.random() * hosts.length);
+    const extra = Array.from(
+      { length: 1 + Math.floor(Math.random() * 2) },
+      () => `:${1 + Math.floor(Math.random() * 65535)}`,
+    ).join("");
+    const list = hosts.map((h, j) => j === bad ? `${h}:5432${extra}` : h).join(",");
+    const raw = `postgres://u:pw@${list}/db`;
+    assert.throws(() => parseDatabaseUrl(raw), (err: unknown) => {
+      assert.ok(err instanceof DatabaseUrlError, raw);
+      assert.match(err.message, new RegExp(`host ${bad + 1}\\b`), `${raw}: ${err.message}`);
+      return true;
+    }, raw);
   }
 });
 

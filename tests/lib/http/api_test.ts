@@ -102,6 +102,19 @@ dbTest(
 );
 
 dbTest(
+  "GET /internal/ingestion/jobs: an unknown query parameter is a 400 that names it as a query parameter, never as the body",
+  async (db) => {
+    const { app } = await setup(db);
+    for (const key of ["edition_id", "source_path", "x", "Status", "limit2", "%C3%A9"]) {
+      for (const query of [`${key}=1`, `limit=5&${key}=`, `${key}=1&status=Failed`]) {
+        const res = await app.request(`/internal/ingestion/jobs?${query}`, { headers: auth });
+        await expectError(res, 400, /^Invalid query: Unrecognized key/);
+      }
+    }
+  },
+);
+
+dbTest(
   "POST /internal/ingestion/jobs refuses bad input with a 4xx JSON error and enqueues nothing",
   async (db) => {
     const { ctx, post } = await setup(db);
