@@ -8,7 +8,8 @@
 import assert from "node:assert/strict";
 import { setTimeout as sleep } from "node:timers/promises";
 import { connect } from "../../lib/db.ts";
-import { QueueControl } from "../../lib/control.ts";
+import { CANCEL_WAIT_MS, QueueControl } from "../../lib/control.ts";
+import { encodeCursor } from "../../lib/http/list.ts";
 import { Listener } from "../../lib/listener.ts";
 import { BULK_RETRY_MAX, CANCELLED } from "../../lib/queue.ts";
 import { ingestionRoutes } from "../../queues/ingestion/routes.ts";
@@ -527,6 +528,130 @@ dbTest(
       assert.equal((await call("POST", "/queues/nope/pause")).status, 404);
     } finally {
       await consumer.stop();
+      await a.close();
+      await b.close();
+    }
+  },
+);
+
+dbTest(
+  "a list cursor names an id within bigint: past 9223372036854775807 it is a 400 naming the cursor, never a database error",
+  async (db) => {
+    const ctx = await ingestionContext(db);
+    const { call } = api(db, ctx);
+    const id = await insertJob(db, "c.txt");
+    for (
+      const [last, status] of [
+        ["9223372036854775807", 200],
+        ["9223372036854775808", 400],
+        ["9999999999999999999", 400],
+        ["18446744073709551616", 400],
+      ] as const
+    ) {
+      const res = await call("GET", `/ingestion/jobs?cursor=${encodeCursor(last)}`);
+      assert.equal(res.status, status, `${last}: ${JSON.stringify(res.body)}`);
+      if (status === 200) assert.deepEqual(res.body.jobs.map((j: { id: string }) => j.id), [id]);
+      else assert.match(res.body.error, /cursor/);
+    }
+  },
+);
+
+dbTest(
+  "cancel of a Processing job no instance runs: 202 after the wait, the job left as it was (a request that finds no run changes nothing)",
+  async (db) => {
+    const ctx = await ingestionContext(db);
+    const { call } = api(db, ctx);
+    const id = await insertJob(db, "orphan.txt");
+    const [claimed] = await db.sql<{ claimed_by: string }[]>`
+      update ingestion_jobs set status = 'Processing', attempt_count = 1,
+        claimed_by = gen_random_uuid(), claimed_at = now() where id = ${id} returning claimed_by`;
+    const t0 = performance.now();
+    const res = await call("POST", `/ingestion/jobs/${id}/cancel`);
+    assert.equal(res.status, 202, JSON.stringify(res.body));
+    assert.ok(performance.now() - t0 >= CANCEL_WAIT_MS - 50, "answered after the wait");
+    assert.equal(res.body.status, "Processing");
+    assert.match(res.body.cancel, /requested/);
+    const row = await jobRow(db, id);
+    assert.deepEqual([row.status, row.claimed_by, row.error], [
+      "Processing",
+      claimed.claimed_by,
+      null,
+    ]);
+  },
+);
+
+dbTest(
+  "pause: pausing a paused queue keeps its first paused_at; a resume and a new pause take a new one",
+  async (db) => {
+    const ctx = await ingestionContext(db);
+    const { call } = api(db, ctx);
+    const first = await call("POST", "/queues/ingestion/pause");
+    assert.equal(first.status, 200);
+    await sleep(20);
+    const again = await call("POST", "/queues/ingestion/pause");
+    assert.equal(again.body.paused, true);
+    assert.equal(again.body.paused_at, first.body.paused_at);
+    const [row] = await db.sql<{ paused_at: Date }[]>`
+      select paused_at from queue_pauses where queue = 'ingestion'`;
+    assert.equal(row.paused_at.toISOString(), first.body.paused_at);
+    const resumed = await call("POST", "/queues/ingestion/resume");
+    assert.deepEqual([resumed.body.paused, resumed.body.paused_at], [false, null]);
+    await sleep(20);
+    const later = await call("POST", "/queues/ingestion/pause");
+    assert.ok(Date.parse(later.body.paused_at) > Date.parse(first.body.paused_at));
+  },
+);
+
+dbTest(
+  "pause: a pause whose notification an instance missed (its listen connection was down) is read on its re-listen, long before the periodic re-read",
+  async (db) => {
+    const ctx = await ingestionContext(db);
+    const [a, b] = await twoControls(db, ctx);
+    try {
+      // The pause lands with no notification, as one sent while b's listener was away is lost.
+      await db.sql.begin(async (tx) => {
+        await tx`set local session_replication_role = replica`;
+        await tx`insert into queue_pauses (queue) values ('ingestion')`;
+      });
+      await sleep(200);
+      assert.equal(b.control.paused("ingestion"), false, "no notification was sent");
+      const [{ n }] = await db.sql<{ n: number }[]>`
+        select count(pg_terminate_backend(pid))::int as n from pg_stat_activity
+        where application_name = ${`${db.applicationName}-lb`}`;
+      assert.equal(n, 1, "b's listen connection");
+      // refreshMs is 60 s: only the re-listen's re-read can see it this soon.
+      await waitFor(
+        "b to re-read the pauses on its re-listen",
+        () => b.control.paused("ingestion"),
+        5000,
+      );
+      assert.equal(a.control.paused("ingestion"), false, "a kept its listener and read nothing");
+    } finally {
+      await a.close();
+      await b.close();
+    }
+  },
+);
+
+dbTest(
+  "pause: a failed re-read of the pauses keeps the last one read (a database error resumes nothing)",
+  async (db) => {
+    const ctx = await ingestionContext(db);
+    const [a, b] = await twoControls(db, ctx);
+    try {
+      await a.control.pause("ingestion");
+      await waitFor("b to see the pause", () => b.control.paused("ingestion"), 1000);
+      await db.sql`alter table queue_pauses rename to queue_pauses_away`;
+      try {
+        await b.control.refresh();
+        assert.equal(b.control.paused("ingestion"), true);
+        assert.equal(b.control.state("ingestion").paused, true);
+      } finally {
+        await db.sql`alter table queue_pauses_away rename to queue_pauses`;
+      }
+      await b.control.refresh();
+      assert.equal(b.control.paused("ingestion"), true);
+    } finally {
       await a.close();
       await b.close();
     }
