@@ -657,3 +657,128 @@ dbTest(
     }
   },
 );
+
+/** Each queue's table as its attempt trigger names it (sql/012_operations.sql). */
+const ATTEMPT_TABLES = [
+  [
+    "ingestion_jobs",
+    "status",
+    "attempt_count",
+    "claimed_at",
+    "error",
+    "attempts",
+    "Queued",
+    "Processing",
+  ],
+  [
+    "user_ingestion_jobs",
+    "status",
+    "attempt_count",
+    "claimed_at",
+    "error",
+    "attempts",
+    "Queued",
+    "Processing",
+  ],
+  [
+    "ssg_rebuild_jobs",
+    "status",
+    "attempt_count",
+    "started_at",
+    "error",
+    "attempts",
+    "Queued",
+    "Running",
+  ],
+  [
+    "user_books",
+    "metadata_enrichment_status",
+    "metadata_enrichment_attempt_count",
+    "metadata_enrichment_started_at",
+    "metadata_enrichment_error",
+    "metadata_enrichment_attempts",
+    "Pending",
+    "Running",
+  ],
+  [
+    "auto_publish_jobs",
+    "status",
+    "attempt_count",
+    "claimed_at",
+    "error",
+    "attempts",
+    "Queued",
+    "Running",
+  ],
+  [
+    "seo_backfill_jobs",
+    "status",
+    "attempt_count",
+    "claimed_at",
+    "error",
+    "attempts",
+    "Queued",
+    "Running",
+  ],
+] as const;
+
+dbTest(
+  "attempt history on every queue's table: each write out of the running status appends one attempt with its outcome; a claim or a write while running appends none",
+  async (db) => {
+    const [edition] = await insertEditions(db, 1);
+    const [book] = await db.sql<{ id: string }[]>`
+      insert into user_books (owner_id, title, status) values (7, 'T', 'Ready') returning id`;
+    for (
+      const [table, status, attempt, started, error, attempts, runnable, running] of ATTEMPT_TABLES
+    ) {
+      const t = (s: string) => db.sql.unsafe(s.replaceAll("$T", table));
+      const inserted = table === "user_books"
+        ? await t(`update $T set ${status} = '${runnable}' where id = ${book.id} returning id`)
+        : table === "ingestion_jobs"
+        ? await t(`insert into $T (source_path) values ('a.txt') returning id`)
+        : table === "user_ingestion_jobs"
+        ? await t(
+          `insert into $T (user_book_id, source_path) values (${book.id}, 'u.txt') returning id`,
+        )
+        : table === "ssg_rebuild_jobs"
+        ? await t(`insert into $T default values returning id`)
+        : await t(`insert into $T (edition_id) values (${edition}) returning id`);
+      const id = inserted[0].id;
+      const claim = () =>
+        t(`update $T set ${status} = '${running}', ${attempt} = ${attempt} + 1,
+           ${started} = clock_timestamp() where id = ${id}`);
+      const settle = (set: string) => t(`update $T set ${set} where id = ${id}`);
+      await claim();
+      await settle(`${error} = 'still running'`); // not out of the running status
+      await settle(`${status} = '${runnable}', ${error} = 'transient'`);
+      await claim();
+      await settle(`${status} = '${runnable}', ${attempt} = ${attempt} - 1, ${error} = null`);
+      await claim();
+      await settle(`${status} = 'Failed', ${error} = 'bad input'`);
+      await settle(`${status} = '${runnable}', ${attempt} = 0, ${error} = null`); // the retry
+      await claim();
+      await settle(`${status} = 'Failed', ${error} = '${CANCELLED}'`);
+      await settle(`${status} = '${runnable}', ${attempt} = 0, ${error} = null`);
+      await claim();
+      await settle(`${status} = 'Completed'`);
+      const [row] = await t(`select ${attempts} as attempts from $T where id = ${id}`);
+      const list = row.attempts as {
+        attempt: number;
+        outcome: string;
+        error: string | null;
+        started_at: string;
+        ended_at: string;
+      }[];
+      assert.deepEqual(list.map((a) => [a.attempt, a.outcome, a.error]), [
+        [1, "retry", "transient"],
+        [2, "given_back", null],
+        [2, "failed", "bad input"],
+        [1, "cancelled", CANCELLED],
+        [1, "completed", null],
+      ], table);
+      for (const a of list) {
+        assert.ok(a.started_at && Date.parse(a.started_at) <= Date.parse(a.ended_at), table);
+      }
+    }
+  },
+);
