@@ -782,3 +782,43 @@ dbTest(
     }
   },
 );
+
+dbTest(
+  "every queue's list and bulk retry refuse a search text PostgreSQL cannot take (a NUL) or too long with a 400 naming q, never a database error",
+  async (db) => {
+    const ctx = await ingestionContext(db);
+    const { call } = api(db, ctx);
+    const lists = [
+      "/ingestion/jobs",
+      "/auto-publish/jobs",
+      "/seo/jobs",
+      "/ssg/jobs",
+      "/user-books",
+      "/enrichment",
+    ];
+    const retries = [
+      "/ingestion/jobs/retry",
+      "/auto-publish/jobs/retry",
+      "/seo/jobs/retry",
+      "/ssg/jobs/retry",
+      "/enrichment/retry",
+    ];
+    for (const q of ["moby\0dick", "\0", "x".repeat(201)]) {
+      for (const path of lists) {
+        const res = await call("GET", `${path}?q=${encodeURIComponent(q)}`);
+        assert.equal(
+          res.status,
+          400,
+          `${path} ${JSON.stringify(q.slice(0, 12))}: ${JSON.stringify(res.body)}`,
+        );
+        assert.match(res.body.error, /\bq\b|NUL|200/, path);
+      }
+      for (const path of retries) {
+        const res = await call("POST", path, { status: "Failed", q, dry_run: true });
+        assert.equal(res.status, 400, `${path}: ${JSON.stringify(res.body)}`);
+      }
+    }
+    const fine = await call("GET", `/ingestion/jobs?q=${encodeURIComponent("x".repeat(200))}`);
+    assert.equal(fine.status, 200);
+  },
+);
