@@ -28,7 +28,8 @@ Deno.test("parseDatabaseUrl(): host lists with ports, user info and the database
   for (let i = 0; i < 300; i++) {
     const user = randomText(1 + Math.floor(Math.random() * 8));
     const password = randomText(Math.floor(Math.random() * 12));
-    const database = randomText(1 + Math.floor(Math.random() * 6)).replaceAll("/", "");
+    // A name without "/", never empty (an empty path is no database name).
+    const database = randomText(1 + Math.floor(Math.random() * 6)).replaceAll("/", "") || "db";
     const n = 1 + Math.floor(Math.random() * 3);
     const hosts = Array.from({ length: n }, randomHost);
     const ports = hosts.map(
@@ -53,6 +54,28 @@ Deno.test("parseDatabaseUrl(): host lists with ports, user info and the database
     assert.equal(driverOptions(raw).options.target_session_attrs, n > 1 ? "primary" : undefined);
     // And parseConfig takes it as it is.
     assert.equal(parseConfig({ DATABASE_URL: raw }).databaseUrl, raw);
+  }
+});
+
+// User info as it is often pasted, unescaped: the first ":" ends the user name and the last "@"
+// the user info, so a password may hold both.
+Deno.test("parseDatabaseUrl(): an unescaped password with : and @ in it is the password", () => {
+  const alphabet = "abcXYZ019:@!$&'()*+,;=~-._";
+  const pick = (chars: string, n: number) =>
+    Array.from({ length: n }, () => chars[Math.floor(Math.random() * chars.length)]).join("");
+  for (let i = 0; i < 300; i++) {
+    const user = pick("abcXYZ019-._~", 1 + Math.floor(Math.random() * 8));
+    const password = pick(alphabet, 1 + Math.floor(Math.random() * 12));
+    const host = randomHost();
+    const raw = `postgres://${user}:${password}@${host}:5433/app`;
+    const t = parseDatabaseUrl(raw);
+    assert.equal(t.user, user, raw);
+    assert.equal(t.password, password, raw);
+    assert.deepEqual([t.hosts, t.ports, t.database], [
+      [host.replace(/^\[|\]$/g, "")],
+      [5433],
+      "app",
+    ], raw);
   }
 });
 
