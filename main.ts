@@ -213,9 +213,16 @@ async function serve({ queue, ctx, runTimeoutMs }: Consumed): Promise<void> {
   starts.push(() => consumer.start());
 }
 const starts: (() => void)[] = [];
-const parts = QUEUES.map((queue) =>
-  queue.setup({ config: config!, base, lifecycle, control }, settings.get(queue))
-);
+// A setup's own hosted drains get an advisory lock session of their own and the shared listener.
+const host = {
+  config: config!,
+  base,
+  lifecycle,
+  control,
+  lock: (name: string) => new QueueLock({ url: url!, schema, queue: name, log }),
+  listen: (table: string, wake: Wake) => listener.listen(`${schema}.${table}`, wake),
+};
+const parts = QUEUES.map((queue) => queue.setup(host, settings.get(queue)));
 // A queue not in QUEUES is not consumed here: no lock, no consumer, and none of its periodic work
 // (recovery, asset repair, retention run in its consumer's rounds). Its routes are still served.
 for (const [i, { consume }] of parts.entries()) {

@@ -75,6 +75,22 @@ create table ingestion_jobs (
   constraint ingestion_jobs_status_check CHECK ((status = ANY (ARRAY['Queued'::text, 'Processing'::text, 'Completed'::text, 'Failed'::text])))
 ) with (fillfactor=80);
 
+create table outbox (
+  id bigint generated always as identity not null,
+  kind text not null,
+  dedup_key text not null,
+  payload jsonb not null,
+  attempt_count integer default 0 not null,
+  last_error text,
+  next_attempt_at timestamp with time zone default now() not null,
+  delivered_at timestamp with time zone,
+  created_at timestamp with time zone default now() not null,
+  constraint outbox_attempt_count_check CHECK ((attempt_count >= 0)),
+  constraint outbox_kind_check CHECK ((kind ~ '^[a-z][a-z0-9_-]{0,39}$'::text)),
+  constraint outbox_kind_dedup_key_key UNIQUE (kind, dedup_key),
+  constraint outbox_pkey PRIMARY KEY (id)
+);
+
 create table queue_pauses (
   queue text not null,
   paused_at timestamp with time zone default now() not null,
@@ -166,6 +182,8 @@ create table user_books (
   metadata_enrichment_error text,
   metadata jsonb,
   metadata_enrichment_attempts jsonb default '[]'::jsonb not null,
+  metadata_enrichment_intent uuid default gen_random_uuid() not null,
+  metadata_enrichment_run_after timestamp with time zone,
   constraint user_books_metadata_enrichment_attempt_count_check CHECK ((metadata_enrichment_attempt_count >= 0)),
   constraint user_books_metadata_enrichment_status_check CHECK ((metadata_enrichment_status = ANY (ARRAY['Pending'::text, 'Running'::text, 'Completed'::text, 'Failed'::text]))),
   constraint user_books_owner_id_check CHECK ((owner_id > 0)),
@@ -213,6 +231,7 @@ CREATE INDEX ingestion_jobs_claimable ON ingestion_jobs USING btree (id) WHERE (
 CREATE INDEX ingestion_jobs_failed ON ingestion_jobs USING btree (id) WHERE (status = 'Failed'::text);
 CREATE INDEX ingestion_jobs_finished ON ingestion_jobs USING btree (finished_at) WHERE (status = ANY (ARRAY['Completed'::text, 'Failed'::text]));
 CREATE INDEX ingestion_jobs_processing ON ingestion_jobs USING btree (claimed_at) WHERE (status = 'Processing'::text);
+CREATE INDEX outbox_undelivered ON outbox USING btree (next_attempt_at) WHERE (delivered_at IS NULL);
 CREATE INDEX seo_backfill_jobs_claim_key ON seo_backfill_jobs USING btree (claim_key) WHERE (claim_key IS NOT NULL);
 CREATE INDEX seo_backfill_jobs_claimable ON seo_backfill_jobs USING btree (created_at, id) WHERE (status = 'Queued'::text);
 CREATE INDEX seo_backfill_jobs_failed ON seo_backfill_jobs USING btree (id) WHERE (status = 'Failed'::text);
@@ -270,6 +289,16 @@ begin
 end
 $function$;
 
+CREATE OR REPLACE FUNCTION outbox_notify()
+ RETURNS trigger
+ LANGUAGE plpgsql
+AS $function$
+begin
+  perform pg_notify(tg_table_schema || '.outbox', '');
+  return null;
+end
+$function$;
+
 CREATE OR REPLACE FUNCTION record_attempt()
  RETURNS trigger
  LANGUAGE plpgsql
@@ -306,6 +335,7 @@ CREATE TRIGGER auto_publish_jobs_attempts BEFORE UPDATE ON auto_publish_jobs FOR
 CREATE TRIGGER ingestion_jobs_attempts BEFORE UPDATE ON ingestion_jobs FOR EACH ROW WHEN (((old.status = 'Processing'::text) AND (new.status <> 'Processing'::text))) EXECUTE FUNCTION record_attempt('status', 'attempt_count', 'claimed_at', 'error', 'attempts');
 CREATE TRIGGER ingestion_jobs_notify_insert AFTER INSERT ON ingestion_jobs REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION notify_queue();
 CREATE TRIGGER ingestion_jobs_notify_update AFTER UPDATE ON ingestion_jobs FOR EACH ROW WHEN ((new.status = 'Queued'::text)) EXECUTE FUNCTION notify_queue_row();
+CREATE TRIGGER outbox_notify_insert AFTER INSERT ON outbox FOR EACH STATEMENT EXECUTE FUNCTION outbox_notify();
 CREATE TRIGGER queue_pauses_notify AFTER INSERT OR DELETE OR UPDATE ON queue_pauses FOR EACH ROW EXECUTE FUNCTION notify_queue_control();
 CREATE TRIGGER seo_backfill_jobs_attempts BEFORE UPDATE ON seo_backfill_jobs FOR EACH ROW WHEN (((old.status = 'Running'::text) AND (new.status <> 'Running'::text))) EXECUTE FUNCTION record_attempt('status', 'attempt_count', 'claimed_at', 'error', 'attempts');
 CREATE TRIGGER ssg_rebuild_jobs_attempts BEFORE UPDATE ON ssg_rebuild_jobs FOR EACH ROW WHEN (((old.status = 'Running'::text) AND (new.status <> 'Running'::text))) EXECUTE FUNCTION record_attempt('status', 'attempt_count', 'started_at', 'error', 'attempts');

@@ -11,6 +11,8 @@ import type { Hono } from "hono";
 import { type Config, ConfigError } from "./config.ts";
 import type { Lifecycle } from "./lifecycle.ts";
 import type { QueueControl } from "./control.ts";
+import type { QueueLock } from "./lock.ts";
+import type { Wake } from "./wake.ts";
 import type { QueueView } from "./admin/queue_view.ts";
 import type { ClaimedJob, Queue, QueueContext } from "./queue.ts";
 
@@ -27,6 +29,13 @@ export interface QueueHost {
   readonly lifecycle: Lifecycle;
   /** Pauses and cancel requests, across instances (lib/control.ts). */
   readonly control: QueueControl;
+  /**
+   * A session advisory lock of its own for a hosted drain (lib/lock.ts, key
+   * `textstack:consumer:<schema>.<name>`), so one instance runs it; not a queue's lock.
+   */
+  lock(name: string): QueueLock;
+  /** LISTEN on `<schema>.<table>` through the shared listener, feeding `wake`. */
+  listen(table: string, wake: Wake): Promise<void>;
 }
 
 /** A consumed queue and the context its verbs receive, paired by {@linkcode consumed}. */

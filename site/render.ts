@@ -33,6 +33,12 @@ import {
 export interface EditionContent {
   /** The asset version whose folder holds the edition's images (`v<version>`). */
   readonly assetVersion: number;
+  /**
+   * The version completely written to disk (`editions.assets_version`); when it is not
+   * `assetVersion` the edition's assets are missing and the render refuses the build. Absent:
+   * taken as written.
+   */
+  readonly writtenVersion?: number;
   /** In reading order. */
   readonly chapters: readonly ChapterPageData[];
 }
@@ -71,6 +77,23 @@ export interface RenderSummary {
   droppedRefs: number;
 }
 
+/**
+ * Editions whose assets are not (yet) written: a build without them would go live with their
+ * images dropped, so the render refuses it. `editions` names each one.
+ */
+export class MissingAssetsError extends Error {
+  override name = "MissingAssetsError";
+  constructor(
+    readonly editions: ReadonlyArray<{ id: string; assetVersion: number; written: number }>,
+  ) {
+    super(
+      `the assets of ${editions.length === 1 ? "edition" : "editions"} ${
+        editions.map((e) => `${e.id} (v${e.assetVersion} saved, v${e.written} written)`).join(", ")
+      } are not written yet`,
+    );
+  }
+}
+
 // The chapter files of an asset version: `<position>.html` at its top level (books/assets.ts).
 const CHAPTER_FILE = /^\d+\.html$/;
 
@@ -78,8 +101,9 @@ const CHAPTER_FILE = /^\d+\.html$/;
  * Render the site into `options.dir`.
  *
  * @returns counts of what was written.
- * @throws `signal.reason` when aborted (the caller removes the partial directory); a database or
- *   file-system error otherwise.
+ * @throws `signal.reason` when aborted (the caller removes the partial directory);
+ *   {@linkcode MissingAssetsError} naming every published edition whose assets are not written
+ *   (after reading them all, before the index is written); a database or file-system error.
  */
 export async function renderSite(options: RenderOptions): Promise<RenderSummary> {
   const { dir, signal } = options;
@@ -92,9 +116,19 @@ export async function renderSite(options: RenderOptions): Promise<RenderSummary>
   const summary: RenderSummary = { editions: 0, pages: 0, assets: 0, droppedRefs: 0 };
   const rendered: EditionSummary[] = [];
   const urls: string[] = [];
+  const missing: { id: string; assetVersion: number; written: number }[] = [];
   for (const edition of await options.source.list(signal)) {
     const content = await options.source.load(edition.id, signal);
     if (!content) continue;
+    if (content.writtenVersion !== undefined && content.writtenVersion !== content.assetVersion) {
+      missing.push({
+        id: edition.id,
+        assetVersion: content.assetVersion,
+        written: content.writtenVersion,
+      });
+      continue;
+    }
+    if (missing.length > 0) continue;
     const assets = await copyAssets(options, edition.id, content.assetVersion);
     summary.assets += assets.length;
     const own = new Set([
@@ -124,6 +158,7 @@ export async function renderSite(options: RenderOptions): Promise<RenderSummary>
     summary.editions++;
     rendered.push(edition);
   }
+  if (missing.length > 0) throw new MissingAssetsError(missing);
   // Last, so they list exactly the editions rendered above.
   await write("index.html", await indexPage(rendered));
   summary.pages++;

@@ -76,14 +76,20 @@ interface Stopped {
   ms: number;
 }
 
-/** Whether process group `pgid` has a member that is not a zombie. */
+/**
+ * Whether process group `pgid` has a member that is not a zombie: read from each
+ * `/proc/<pid>/stat` (its state and pgrp fields, proc(5)), so no `ps` (procps) is needed.
+ */
 export async function groupAlive(pgid: number): Promise<boolean> {
-  const out = await new Deno.Command("ps", { args: ["-e", "-o", "pgid=,stat="], stdout: "piped" })
-    .output();
-  return new TextDecoder().decode(out.stdout).split("\n").some((l) => {
-    const [g, stat] = l.trim().split(/\s+/);
-    return Number(g) === pgid && !stat?.startsWith("Z");
-  });
+  for await (const entry of Deno.readDir("/proc")) {
+    if (!/^\d+$/.test(entry.name)) continue;
+    const stat = await Deno.readTextFile(`/proc/${entry.name}/stat`).catch(() => ""); // ended
+    if (!stat) continue;
+    // `pid (comm) state ppid pgrp …`: comm may hold spaces or ")", so split after the last ")".
+    const [state, , pgrp] = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    if (Number(pgrp) === pgid && state !== "Z") return true;
+  }
+  return false;
 }
 
 /** One scenario's outcome: a chaos row, and what the tests assert on. */

@@ -7,7 +7,14 @@
  */
 
 /** A system package a test needs, and how its presence is checked. */
-export type Tool = "chromium" | "pgbouncer" | "curl" | "jq" | "shellcheck" | "docker";
+export type Tool =
+  | "chromium"
+  | "pgbouncer"
+  | "curl"
+  | "jq"
+  | "shellcheck"
+  | "docker"
+  | "postgresql-15";
 
 const CHECK: Record<Tool, { path?: string; command?: string; install: string }> = {
   chromium: { path: "/usr/bin/chromium", install: "apt-get install chromium" },
@@ -16,6 +23,11 @@ const CHECK: Record<Tool, { path?: string; command?: string; install: string }> 
   jq: { command: "jq", install: "apt-get install jq" },
   shellcheck: { command: "shellcheck", install: "apt-get install shellcheck" },
   docker: { command: "docker", install: "apt-get install docker.io debootstrap" },
+  // tests/_pg_cluster.ts: pg_ctl; postgresql-15 depends on postgresql-client-15 (pg_basebackup).
+  "postgresql-15": {
+    path: "/usr/lib/postgresql/15/bin/pg_ctl",
+    install: "apt-get install postgresql-15",
+  },
 };
 
 function present(tool: Tool): boolean {

@@ -21,18 +21,26 @@ if (!Deno.env.get("DATABASE_URL")) {
 }
 
 /**
+ * Files outside tests/process that watch this process's own children or threads
+ * (`/proc/<Deno.pid>`): under `--parallel` every file runs in the one `deno test` process, so they
+ * would count another file's children (an extraction child, a spawned worker) as their own.
+ */
+const WHOLE_PROCESS = ["tests/books/extract_test.ts", "tests/books/extract_worker_test.ts"];
+
+/**
  * What runs: `--run <script> …` a script against the same server (`deno task schema`); extra
  * arguments one `deno test`; none the whole suite in two rounds — the files that need only their
  * own schema (every folder of tests/ but tests/process) with `--parallel`, then tests/process, whose
- * workers and signals are timed, one file at a time — and one summary line for both.
+ * workers and signals are timed, and the {@linkcode WHOLE_PROCESS} files, one file at a time — and
+ * one summary line for both.
  */
 const rounds: string[][] = Deno.args[0] === "--run"
   ? [["run", "-A", ...Deno.args.slice(1)]]
   : Deno.args.length > 0
   ? [["test", "-A", ...Deno.args]]
   : [
-    ["test", "-A", "--parallel", ...ownSchemaFolders()],
-    ["test", "-A", "tests/process/"],
+    ["test", "-A", "--parallel", `--ignore=${WHOLE_PROCESS.join(",")}`, ...ownSchemaFolders()],
+    ["test", "-A", ...WHOLE_PROCESS, "tests/process/"],
   ];
 
 /** Every folder of tests/ but tests/process (and fixtures): the rooms whose files need only a schema. */

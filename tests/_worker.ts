@@ -4,6 +4,8 @@
  * @module
  */
 import type { TestDb } from "./_db.ts";
+import { dirname } from "node:path";
+import { startArgs } from "../bench/_start_command.ts";
 
 /** A spawned worker process. */
 export interface WorkerProcess {
@@ -53,8 +55,10 @@ export async function collectJsonLines(
 export const TEST_TOKEN = "test-token-0123456789abcdef";
 
 /**
- * Spawn `deno run -A main.ts` against a test schema. Its `DATA_DIR`, `STORAGE_DIR` and `SITE_DIR`
- * are a temporary directory of its own (removed once it exits) unless `env` names them, so no test
+ * Spawn the worker with the start task's command line (deno.json `start` of the checkout `main`
+ * belongs to: its explicit permissions, so a permission the worker needs and the task lacks fails
+ * the process tests) against a test schema. Its `DATA_DIR`, `STORAGE_DIR` and `SITE_DIR` are a
+ * temporary directory of its own (removed once it exits) unless `env` names them, so no test
  * writes into the checkout's `.data/`.
  *
  * @param env extra or overriding variables.
@@ -68,8 +72,9 @@ export function spawnWorker(
   main = new URL("../main.ts", import.meta.url).pathname,
 ): WorkerProcess {
   const scratch = Deno.makeTempDirSync({ prefix: "textstack-worker-" });
+  const start = startArgs(dirname(main));
   const child = new Deno.Command(Deno.execPath(), {
-    args: ["run", "-A", ...runFlags, main],
+    args: [...start.slice(0, -1), ...runFlags, start.at(-1)!],
     env: {
       ...(db ? { DATABASE_URL: db.url, DATABASE_SCHEMA: db.schema } : {}),
       DATA_DIR: `${scratch}/data`,

@@ -12,7 +12,9 @@
  * - Every queue's series exist from startup (`inc(…, 0)`, `zero()`).
  * - With `processMetrics`, prom-client's default process series beside them, unprefixed as
  *   every Prometheus client names them: `process_resident_memory_bytes`, `process_cpu_*`,
- *   `process_open_fds` and `process_max_fds` (read from /proc on Linux, as under Node),
+ *   `process_open_fds` and `process_max_fds` (read from /proc on Linux, as under Node, when the
+ *   process has every permission; else the resident memory from `Deno.memoryUsage()` and no
+ *   descriptor counts: {@linkcode withoutProcSelf}),
  *   `nodejs_eventloop_lag_*` (sampled every 100 ms, not prom-client's 10 ms: an idle worker
  *   should not wake 100 times a second), `nodejs_heap_*`.
  *
@@ -24,6 +26,46 @@ import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from "prom
 import type { EventHub, SequencedEvent } from "../events.ts";
 import type { StatsCache } from "./stats_cache.ts";
 import type { QueueView } from "./queue_view.ts";
+
+/** The default series prom-client reads from /proc/self on Linux (a 0 when it cannot). */
+const PROC_SELF_SERIES = [
+  "process_resident_memory_bytes",
+  "process_virtual_memory_bytes",
+  "process_heap_bytes",
+  "process_open_fds",
+  "process_max_fds",
+];
+
+/**
+ * Whether this process may read /proc/self: Deno grants a /proc/<pid>/ file only with every
+ * permission (denoland/deno#23703), so under explicit permissions (deno.json `start`, the image's
+ * entrypoint) it may not.
+ */
+function procSelfReadable(): boolean {
+  try {
+    Deno.readTextFileSync("/proc/self/stat");
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Without /proc/self, prom-client's series from it would read 0: they are left out, and the
+ * resident memory comes from `Deno.memoryUsage().rss` instead (the descriptor counts, virtual
+ * memory and data segment have no other source).
+ */
+function withoutProcSelf(registry: Registry): void {
+  for (const name of PROC_SELF_SERIES) registry.removeSingleMetric(name);
+  new Gauge({
+    name: "process_resident_memory_bytes",
+    help: "Resident memory size in bytes.",
+    registers: [registry],
+    collect() {
+      this.set(Deno.memoryUsage().rss);
+    },
+  });
+}
 
 /** Prefix of every metric name. */
 export const METRIC_PREFIX = "textstack_worker_";
@@ -146,6 +188,7 @@ export function createMetrics(deps: MetricsDeps): { registry: Registry; stop: ()
   });
   if (deps.processMetrics) {
     collectDefaultMetrics({ register: registry, eventLoopMonitoringPrecision: 100 });
+    if (Deno.build.os === "linux" && !procSelfReadable()) withoutProcSelf(registry);
   }
   new Gauge({
     name: `${p}lock_held`,
@@ -288,6 +331,7 @@ export function createMetrics(deps: MetricsDeps): { registry: Registry; stop: ()
       }
     },
   });
+  for (const view of deps.views) view.metrics?.(registry, p);
   return { registry, stop };
 }
 

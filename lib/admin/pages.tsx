@@ -58,7 +58,7 @@ export const LIVE_JS = `(() => {
   }
   const soon = () => { clearTimeout(timer); timer = setTimeout(refresh, 200); };
   const events = new EventSource("/admin/events");
-  for (const name of ["claimed", "completed", "failed", "given_back", "recovered", "retried", "cancelled"]) {
+  for (const name of ["claimed", "completed", "failed", "given_back", "recovered", "retried", "cancelled", "reset"]) {
     events.addEventListener(name, soon);
   }
   events.addEventListener("ready", () => { document.body.dataset.live = "ready"; soon(); });

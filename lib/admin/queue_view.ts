@@ -6,6 +6,7 @@
  *
  * @module
  */
+import type { Registry } from "prom-client";
 import type { Sql } from "../db.ts";
 import type {
   BulkRetryOutcome,
@@ -115,6 +116,11 @@ export interface QueueView {
    * 5 `Failed` jobs in 24 h, ADR-022 row 5); counted in the background with the stats.
    */
   openBreakers?(sql: Sql): Promise<number>;
+  /**
+   * The queue's own series beyond the shared ones, where it has some (enrichment: tokens used),
+   * registered on the metrics registry; names start with `prefix`.
+   */
+  metrics?(registry: Registry, prefix: string): void;
 }
 
 /** The one status an admin retry accepts (ADR-022): the dashboard offers retry for it alone. */

@@ -30,7 +30,7 @@ import { HTTPException } from "hono/http-exception";
 import { methodNotAllowed } from "hono/method-not-allowed";
 import { streamSSE } from "hono/streaming";
 import type { Logger } from "../log.ts";
-import type { EventHub } from "../events.ts";
+import type { EventHub, SequencedEvent } from "../events.ts";
 import { Drain } from "../drain.ts";
 import type { Lifecycle } from "../lifecycle.ts";
 import { dbFault } from "../db.ts";
@@ -41,6 +41,13 @@ import { bearerGuard } from "./bearer.ts";
 export const MAX_BODY_BYTES = 64 * 1024;
 /** Events buffered per SSE subscriber before its oldest are dropped. */
 export const EVENTS_PER_SUBSCRIBER = 256;
+/**
+ * A comment line is sent on an event stream this often, in ms, so an idle stream is not cut by a
+ * proxy's read timeout (nginx `proxy_read_timeout` 60 s, cloud load balancers 30–60 s).
+ */
+export const HEARTBEAT_MS = 15_000;
+/** The `retry:` a stream gives `EventSource`: reconnect this many ms after a cut. */
+export const RECONNECT_MS = 3_000;
 
 /** What {@linkcode createApi} needs. */
 export interface ApiDeps {
@@ -50,6 +57,8 @@ export interface ApiDeps {
   events: EventHub;
   /** Registers each SSE stream's drain so shutdown stops it within the budget. */
   lifecycle: Lifecycle;
+  /** Heartbeat period of the event streams, in ms ({@linkcode HEARTBEAT_MS} when absent). */
+  heartbeatMs?: number;
   /** Liveness detail for `/healthz` (e.g. the boot id); must not touch the database. */
   health: () => Promise<Record<string, unknown>>;
   /** Readiness for `/readyz` (checked only while not shutting down). */
@@ -91,7 +100,7 @@ export interface Readiness {
 }
 
 /** What {@linkcode streamEvents} needs. */
-export type EventStreamDeps = Pick<ApiDeps, "events" | "lifecycle" | "log">;
+export type EventStreamDeps = Pick<ApiDeps, "events" | "lifecycle" | "log" | "heartbeatMs">;
 
 const OPENAPI_INFO = {
   title: "TextStack edge worker internal API",
@@ -102,11 +111,17 @@ const OPENAPI_INFO = {
 };
 
 /**
- * Answer with the live job event stream as Server-Sent Events: `ready` once subscribed, then one
- * event per committed transition, through a drop-oldest subscription and a drain registered with
- * the lifecycle, so shutdown closes it within the budget (ADR-052). From the first shutdown
- * signal on it refuses new streams (503); a `HEAD` is answered without
- * subscribing.
+ * Answer with the live job event stream as Server-Sent Events: `ready` once subscribed (with
+ * `retry:`), then one event per committed transition, each with its `id:` (`<epoch>-<seq>`),
+ * through a drop-oldest subscription and a drain registered with the lifecycle, so shutdown
+ * closes it within the budget (ADR-052). From the first shutdown signal on it refuses new streams
+ * (503); a `HEAD` is answered without subscribing.
+ *
+ * Behind proxies: `X-Accel-Buffering: no` (nginx passes each event on at once),
+ * `Cache-Control: no-cache`, and a `: heartbeat` comment every `heartbeatMs` (15 s), so an idle
+ * stream is never cut for silence. A client that reconnects with `Last-Event-ID` (EventSource
+ * does) first gets the events it missed that the hub's replay buffer still holds, or, when it
+ * cannot (another process's id, or older than the buffer), a `reset` event: re-read the state.
  *
  * @param name the subscriber's name in logs, e.g. `events subscriber 3`.
  * @returns the streaming response, or the 503 / `HEAD` answer.
@@ -123,31 +138,50 @@ export function streamEvents(c: Context, deps: EventStreamDeps, name: string): R
     return c.body(null, 200, {
       "content-type": "text/event-stream",
       "cache-control": "no-cache",
+      "x-accel-buffering": "no",
     });
   }
+  c.header("X-Accel-Buffering", "no");
+  const after = c.req.header("last-event-id") ?? undefined;
   return streamSSE(c, async (stream) => {
     // The drain logs this subscriber's drops (rate-limited) from the channel's own count.
-    const sub = deps.events.subscribe(EVENTS_PER_SUBSCRIBER);
-    const drain = new Drain({
-      name,
-      channel: sub.channel,
-      log: deps.log,
-      handle: (event) =>
-        stream.writeSSE({
-          id: String(event.seq),
-          event: event.transition,
-          data: JSON.stringify(event),
-        }),
-    });
+    const sub = deps.events.subscribe(EVENTS_PER_SUBSCRIBER, undefined, after);
+    const send = (event: SequencedEvent) =>
+      stream.writeSSE({
+        id: deps.events.eventId(event),
+        event: event.transition,
+        data: JSON.stringify(event),
+      });
+    const drain = new Drain({ name, channel: sub.channel, log: deps.log, handle: send });
     const unregister = deps.lifecycle.onStop("drains", name, async (deadline) => {
       await drain.stop(Math.max(0, deadline - performance.now()));
     });
     stream.onAbort(() => sub.close());
-    // "ready" first: the subscription exists, so the client sees every event from here on.
-    await stream.writeSSE({ event: "ready", data: "{}" });
-    drain.start();
-    await drain.done;
-    unregister();
+    // Each write is one chunk, so a comment never lands inside an event.
+    const heartbeat = setInterval(
+      () => void stream.write(": heartbeat\n\n").catch(() => {}),
+      deps.heartbeatMs ?? HEARTBEAT_MS,
+    );
+    try {
+      // "ready" first: the subscription exists, so the client sees every event from here on.
+      await stream.writeSSE({ event: "ready", data: "{}", retry: RECONNECT_MS });
+      if (after !== undefined && sub.replay === null) {
+        await stream.writeSSE({
+          event: "reset",
+          data: JSON.stringify({
+            lastEventId: after,
+            error: "Cannot replay the events after this id (another process's stream, or " +
+              "older than the replay buffer): re-read the state",
+          }),
+        });
+      }
+      for (const event of sub.replay ?? []) await send(event);
+      drain.start();
+      await drain.done;
+    } finally {
+      clearInterval(heartbeat);
+      unregister();
+    }
   });
 }
 

@@ -25,8 +25,9 @@
  *   breaker).
  * - Queued → Running: {@linkcode claim}, one job, `priority DESC, created_at`, SKIP LOCKED; counts
  *   the attempt and mints a fresh `claim_token`.
- * - Running → Completed: {@linkcode complete}: the edition is published and a Full SSG rebuild
- *   queued (deduplicated) in the same transaction; IndexNow is pinged only after the commit.
+ * - Running → Completed: {@linkcode complete}: the edition is published, a Full SSG rebuild
+ *   queued (deduplicated) and its IndexNow ping recorded in the outbox, all in one transaction;
+ *   the outbox drain pings after the commit, so a lost COMMIT answer cannot skip the ping.
  * - Running → Failed: {@linkcode fail} (the command failed), {@linkcode recover} (the poller
  *   restarted: one consumer, so whatever is in flight at its start is orphaned — ADR-022).
  * - Running → Queued: {@linkcode giveBack} (the poller was stopped; attempt not counted).
@@ -49,7 +50,7 @@ import type { Fragment, Sql, TxSql } from "../../lib/db.ts";
 import { transaction } from "../../lib/db.ts";
 import { ConfigError, parseQueueSettings, type QueueDefaults } from "../../lib/config.ts";
 import type { Logger } from "../../lib/log.ts";
-import type { IndexNowSettings } from "./_indexnow.ts";
+import { type IndexNowSettings, recordPing } from "./_indexnow.ts";
 import {
   BULK_RETRY_MAX,
   bulkOutcome,
@@ -97,13 +98,13 @@ export const defaults: QueueDefaults<null, null> = {
 /** Statuses of `auto_publish_jobs.status`. */
 export type AutoPublishStatus = "Queued" | "Running" | "Completed" | "Failed";
 
-/** What the verbs need: the pool, the log, the event hub, and where to announce a publish. */
+/** What the verbs need: the pool, the log, the event hub, and whether a publish pings IndexNow. */
 export interface AutoPublishContext extends Pick<QueueContext, "sql" | "log" | "events"> {
   /**
-   * Called after a complete has committed, with the published edition's id (bigint as string);
-   * main.ts writes it to the IndexNow channel (ADR-052: best effort, post-commit). Must not throw.
+   * Whether a complete records an IndexNow ping in the outbox, in its own transaction
+   * (`INDEXNOW_URL` set); the outbox drain delivers it after the commit (lib/outbox.ts).
    */
-  readonly announce: (editionId: string) => void;
+  readonly indexNow: boolean;
 }
 
 /** A job row as the API shows it (never with its claim token). */
@@ -599,8 +600,9 @@ function editionJson(sql: Sql | TxSql) {
 
 /**
  * Complete a claimed job: in one transaction the fence (status `Running` and this token), the
- * edition published with a Full SSG rebuild queued or reused ({@linkcode publishEdition}), and the
- * job `Completed` with its result. Only after the commit is the edition announced (IndexNow).
+ * edition published with a Full SSG rebuild queued or reused ({@linkcode publishEdition}), its
+ * IndexNow ping recorded in the outbox (once per edition and version, `recordPing`), and the job
+ * `Completed` with its result. The outbox drain pings after the commit (lib/outbox.ts).
  *
  * @param token the claim's token (uuid text).
  * @param result what the poller reported (stored; `published_at` and `ssg_job_id` are added).
@@ -624,6 +626,7 @@ export async function complete(
     // The job references its edition (on delete cascade), so the edition is there.
     const published = await publishEdition(tx.sql, fenced.edition_id, true);
     if (!published) throw new Error(`Cannot publish edition ${fenced.edition_id}: it is gone`);
+    if (ctx.indexNow) await recordPing(tx.sql, fenced.edition_id);
     const stored = {
       ...result,
       published_at: published.published_at,
@@ -634,7 +637,6 @@ export async function complete(
       where id = ${id}
       returning ${tx.sql(COLUMNS)}`;
     tx.afterCommit(() => publish(ctx, row, "completed"));
-    tx.afterCommit(() => ctx.announce(row.edition_id));
     return row;
   });
   if (job) {

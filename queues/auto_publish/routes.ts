@@ -81,7 +81,7 @@ const claimBody = z.strictObject({ claim_key: claimKey.optional() });
 /**
  * Build the auto-publish routes.
  *
- * @param ctx the queue's context (pool, log, events, the post-commit announce).
+ * @param ctx the queue's context (pool, log, events, whether complete records an IndexNow ping).
  * @returns a Hono router to mount under `/internal/auto-publish`.
  */
 export function autoPublishRoutes(ctx: queue.AutoPublishContext): Hono {

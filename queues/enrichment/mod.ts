@@ -10,8 +10,10 @@
  *   `ENRICHMENT_API_URL` is set).
  * - Running → Failed: {@linkcode run} for a permanent fault (a malformed answer, an HTTP 4xx), or
  *   any fault at the attempts cap.
- * - Running → Pending: {@linkcode run} for a transient fault under the cap (attempt spent);
- *   {@linkcode giveBack} on shutdown (attempt not counted, no error).
+ * - Running → Pending: {@linkcode run} for a transient fault under the cap (attempt spent; when
+ *   the provider asked to wait longer than a run waits, not claimed again before that wait has
+ *   passed: `metadata_enrichment_run_after`, {@linkcode nextDueMs}); {@linkcode giveBack} on
+ *   shutdown (attempt not counted, no error), also during a provider's wait.
  * - Running (stale) → Pending, or → Failed at the cap: {@linkcode recover}, on every wake.
  * - Running (orphaned) → Pending / Failed: {@linkcode recoverOrphans}, once each time the consumer
  *   takes the queue lock.
@@ -19,6 +21,9 @@
  *   {@linkcode bulkRetry} for every `Failed` book matching a filter, in one statement.
  * - Pending → Failed: {@linkcode cancel}, the admin cancel (error `cancelled by admin`); a
  *   `Running` book's run is stopped first and settled by {@linkcode cancelRun} (fenced).
+ *
+ * The admin retry gives the book a new intent for the Idempotency-Key. The local metadata is saved
+ * by every settle of a run that computed it, the provider's fault included (docs/enrichment.md).
  *
  * Stale rule: `Running` started more than `staleAfterMs` ago (default 10 min) → `Pending`, the
  * attempt spent. Beyond the ADR: at {@linkcode MAX_ATTEMPTS} it is `Failed` instead, so
@@ -87,11 +92,26 @@ export interface EnrichmentContext extends QueueContext {
   readonly staleAfterMs: number;
   /** Null: the local engine only. */
   readonly remote: RemoteEngine | null;
+  /** Where the tokens of each request are added up; {@linkcode tokensUsed} when absent. */
+  readonly tokens?: TokenTally;
 }
+
+/** Tokens the remote engine's requests used, added up since start (the metric reads it). */
+export interface TokenTally {
+  prompt: number;
+  completion: number;
+  /** Requests answered with a `usage`. */
+  requests: number;
+}
+
+/** This process's tally, read by the enrichment view's token counter (view.ts). */
+export const tokensUsed: TokenTally = { prompt: 0, completion: 0, requests: 0 };
 
 /** A claimed enrichment: the user book's id and the claim's fence. */
 export interface EnrichmentJob extends ClaimedJob {
   readonly claimed_by: string;
+  /** The intent (uuid) of the Idempotency-Key; new at every admin retry. */
+  readonly intent: string;
   readonly title: string | null;
   readonly author: string | null;
 }
@@ -125,7 +145,9 @@ export interface EnrichmentView {
  * @returns the settings, or null when `ENRICHMENT_API_URL` is unset.
  * @throws {ConfigError} when `ENRICHMENT_API_URL` is not an http(s) URL, `ENRICHMENT_MODEL` is
  *   missing while the URL is set, `ENRICHMENT_API_KEY` holds spaces or control characters (it
- *   goes into a header), or `ENRICHMENT_API_TIMEOUT_MS` is not a positive integer.
+ *   goes into a header), `ENRICHMENT_API_TIMEOUT_MS` is not a positive integer,
+ *   `ENRICHMENT_API_MAX_RETRIES` is not an integer from 0 to 10 (default 2), or
+ *   `ENRICHMENT_RETRY_AFTER_MAX_MS` not one from 0 to 3600000 (default 120000).
  */
 export function readRemoteSettings(
   env: Readonly<Record<string, string | undefined>>,
@@ -138,6 +160,8 @@ export function readRemoteSettings(
       }`,
     );
   }
+  const retries = integerSetting(env, "ENRICHMENT_API_MAX_RETRIES", 2, 0, 10);
+  const waitMax = integerSetting(env, "ENRICHMENT_RETRY_AFTER_MAX_MS", 120_000, 0, 3_600_000);
   const apiKey = env.ENRICHMENT_API_KEY || undefined;
   if (apiKey !== undefined && !/^[\x21-\x7e]+$/.test(apiKey)) {
     // A secret is never echoed, not even a wrong one: only its length.
@@ -165,7 +189,33 @@ export function readRemoteSettings(
       'Cannot parse ENRICHMENT_MODEL: expected a model name when ENRICHMENT_API_URL is set, received ""',
     );
   }
-  return { url, apiKey, model, timeoutMs: Number(rawTimeout) };
+  return {
+    url,
+    apiKey,
+    model,
+    timeoutMs: Number(rawTimeout),
+    maxRetries: retries,
+    retryAfterMaxMs: waitMax,
+  };
+}
+
+// A whole number in [min, max], or its default when unset.
+function integerSetting(
+  env: Readonly<Record<string, string | undefined>>,
+  name: string,
+  fallback: number,
+  min: number,
+  max: number,
+): number {
+  const raw = env[name] || String(fallback);
+  if (!/^\d+$/.test(raw) || Number(raw) < min || Number(raw) > max) {
+    throw new ConfigError(
+      `Cannot parse ${name}: expected an integer from ${min} to ${max}, received ${
+        JSON.stringify(raw)
+      }`,
+    );
+  }
+  return Number(raw);
 }
 
 /** The remote engine for these settings, or null (local only). */
@@ -212,7 +262,9 @@ export async function getJob(ctx: QueueContext, id: string): Promise<EnrichmentV
 
 /**
  * Admin retry: `Failed` → `Pending`, attempts reset, error cleared (ADR-022: only an admin retry
- * brings a Failed job back); the commit NOTIFYs the consumer.
+ * brings a Failed job back), and a new intent: the requests' Idempotency-Key changes, so a
+ * provider that stored the failed attempt's answer does not replay it. The commit NOTIFYs the
+ * consumer.
  *
  * @returns the book's enrichment after the retry, or null when it is not `Failed` (or the book
  *   does not exist): nothing changes then.
@@ -223,6 +275,7 @@ export async function retry(ctx: QueueContext, id: string): Promise<EnrichmentVi
     set metadata_enrichment_status = 'Pending', metadata_enrichment_attempt_count = 0,
         metadata_enrichment_error = null, metadata_enrichment_claimed_by = null,
         metadata_enrichment_started_at = null, metadata_enrichment_finished_at = null,
+        metadata_enrichment_intent = gen_random_uuid(), metadata_enrichment_run_after = null,
         updated_at = now()
     where id = ${id} and metadata_enrichment_status = 'Failed'`;
   if (rows.count === 0) return null;
@@ -342,6 +395,7 @@ export async function bulkRetry(
       set metadata_enrichment_status = 'Pending', metadata_enrichment_attempt_count = 0,
           metadata_enrichment_error = null, metadata_enrichment_claimed_by = null,
           metadata_enrichment_started_at = null, metadata_enrichment_finished_at = null,
+          metadata_enrichment_intent = gen_random_uuid(), metadata_enrichment_run_after = null,
           updated_at = now()
       from picked where b.id = picked.id and b.metadata_enrichment_status = 'Failed'
       returning b.id
@@ -467,6 +521,22 @@ function pick(row: { status: EnrichmentStatus; attempt_count: number }) {
 }
 
 /**
+ * When the next `Pending` book that is waiting out a provider's `Retry-After` becomes due, so the
+ * idle consumer wakes for it.
+ *
+ * @returns ms from now (database clock), or null when no book waits.
+ */
+export async function nextDueMs(ctx: EnrichmentContext): Promise<number | null> {
+  const [row] = await ctx.sql<{ ms: number | null }[]>`
+    select (extract(epoch from min(metadata_enrichment_run_after) - now()) * 1000)::float8 as ms
+    from user_books
+    where metadata_enrichment_status = 'Pending'
+      and metadata_enrichment_attempt_count < ${MAX_ATTEMPTS}
+      and metadata_enrichment_run_after > now()`;
+  return row.ms;
+}
+
+/**
  * Claim the oldest `Pending` book: one atomic conditional UPDATE `Pending` → `Running` (ADR-022
  * row 3), the scalar `id = (select … for update skip locked limit 1)` taking exactly one row
  * (docs/development.md). Counts the attempt and stamps this boot's id.
@@ -489,12 +559,14 @@ export async function claim(
       select id from user_books
       where ${lockHeld ?? ctx.sql`true`} and metadata_enrichment_status = 'Pending'
         and metadata_enrichment_attempt_count < ${MAX_ATTEMPTS}
+        and (metadata_enrichment_run_after is null or metadata_enrichment_run_after <= now())
       order by id
       for update skip locked
       limit 1
     )
     returning id, metadata_enrichment_attempt_count as attempt_count,
-              metadata_enrichment_claimed_by as claimed_by, title, author, (
+              metadata_enrichment_claimed_by as claimed_by,
+              metadata_enrichment_intent as intent, title, author, (
                 -- The wake latency: a subquery in RETURNING reads the statement's
                 -- snapshot, so it sees the row as it was before this claim: Pending since its
                 -- last write (the completing ingestion, a give-back, a retry, a recovery).
@@ -551,11 +623,14 @@ export async function cancelRun(ctx: EnrichmentContext, job: EnrichmentJob): Pro
 }
 
 /**
- * Enrich one book: the local metadata from its chapters, then, when the remote engine is on, one
- * chat-completions call; then `Completed` with the metadata in one fenced write.
+ * Enrich one book: the local metadata from its chapters, then, when the remote engine is on, the
+ * provider's answer (_remote.ts: its retries and waits happen inside this run); then `Completed`
+ * with the metadata in one fenced write. The local metadata is saved whatever the provider does:
+ * with the `Failed` or `Pending` write of a provider fault too (`engine: "local"`).
  *
  * @param signal aborted on shutdown or a lost lock (the run rejects with its reason and saves
- *   nothing; the consumer gives the claim back), or on the run timeout (retried under the cap).
+ *   nothing, also during a provider's `Retry-After` wait; the consumer gives the claim back), or
+ *   on the run timeout (retried under the cap).
  * @throws the signal's reason when aborted for shutdown or a lost lock.
  */
 export async function run(
@@ -563,23 +638,45 @@ export async function run(
   job: EnrichmentJob,
   signal: AbortSignal,
 ): Promise<void> {
+  let local: Metadata | undefined;
   try {
     const chapters = await ctx.sql<{ html: string }[]>`
       select html from user_chapters where user_book_id = ${job.id} order by position`;
     const { enrichLocally, htmlToText } = await import("./_local.ts");
-    const local = enrichLocally(chapters.map((c) => c.html), signal);
-    let metadata: Metadata = { ...local, engine: "local" };
+    const computed = enrichLocally(chapters.map((c) => c.html), signal);
+    local = { ...computed, engine: "local" };
+    let metadata: Metadata = local;
     if (ctx.remote) {
       const { enrichRemotely } = await import("./_remote.ts");
-      const remote = await enrichRemotely(await ctx.remote.client(), ctx.remote.settings, {
-        bookId: job.id,
-        attempt: job.attempt_count,
-        title: job.title,
-        author: job.author,
-        language: local.language,
-        text: excerpt(chapters.map((c) => c.html), htmlToText),
-      }, signal);
-      metadata = { ...local, ...remote, engine: "openai-compatible" };
+      const tally = ctx.tokens ?? tokensUsed;
+      const remote = await enrichRemotely(
+        await ctx.remote.client(),
+        ctx.remote.settings,
+        {
+          bookId: job.id,
+          intent: job.intent,
+          attempt: job.attempt_count,
+          title: job.title,
+          author: job.author,
+          language: computed.language,
+          text: excerpt(chapters.map((c) => c.html), htmlToText),
+        },
+        signal,
+        {
+          onUsage: (usage, model) => {
+            tally.prompt += usage.prompt_tokens;
+            tally.completion += usage.completion_tokens;
+            tally.requests++;
+            ctx.log.info({ queue: name, id: job.id, model, ...usage }, "enrichment tokens used");
+          },
+          onRetry: (err, waitMs, retry) =>
+            ctx.log.warn(
+              { queue: name, id: job.id, err: err.message, waitMs: Math.round(waitMs), retry },
+              "enrichment request will be asked again",
+            ),
+        },
+      );
+      metadata = { ...computed, ...remote, engine: "openai-compatible" };
     }
     signal.throwIfAborted();
     const completed = await settle(
@@ -594,13 +691,13 @@ export async function run(
   } catch (err) {
     if (signal.aborted) {
       if (!isRunTimeout(signal.reason)) throw signal.reason;
-      return await retryLater(ctx, job, signal.reason);
+      return await retryLater(ctx, job, signal.reason, local);
     }
     // Only the remote engine has permanent faults (a malformed answer, an HTTP 4xx).
-    if (ctx.remote && (await import("./_remote.ts")).isPermanent(err)) {
-      return await fail(ctx, job, (err as Error).message);
-    }
-    return await retryLater(ctx, job, err);
+    const remote = ctx.remote ? await import("./_remote.ts") : null;
+    if (remote?.isPermanent(err)) return await fail(ctx, job, (err as Error).message, local);
+    const waitMs = remote && err instanceof remote.WaitTooLongError ? err.waitMs : null;
+    return await retryLater(ctx, job, err, local, waitMs);
   }
 }
 
@@ -633,27 +730,43 @@ async function settle(
         and metadata_enrichment_claimed_by = ${job.claimed_by}`).count);
 }
 
-async function fail(ctx: EnrichmentContext, job: EnrichmentJob, reason: string): Promise<void> {
+// The local metadata, when the run computed it, is saved with a fault's write (null keeps what the
+// row holds).
+async function fail(
+  ctx: EnrichmentContext,
+  job: EnrichmentJob,
+  reason: string,
+  local?: Metadata,
+): Promise<void> {
   const failed = await settle(
     ctx,
     job,
     (sql) =>
       sql`metadata_enrichment_status = 'Failed', metadata_enrichment_error = ${reason},
+          metadata = coalesce(${local ? sql.json(local) : null}::jsonb, metadata),
           metadata_enrichment_finished_at = now()`,
     { transition: "failed", status: "Failed", attempt: job.attempt_count, error: reason },
   );
   if (failed) ctx.log.warn({ queue: name, id: job.id, reason }, "enrichment failed");
 }
 
-// A transient fault (network, 5xx, 429, a timeout): Pending again with the attempt spent while
-// under the cap, then Failed with the last fault as the reason.
-async function retryLater(ctx: EnrichmentContext, job: EnrichmentJob, err: unknown): Promise<void> {
+// A transient fault (network, 5xx, 429, a timeout, a wait asked beyond the bound): Pending again
+// with the attempt spent while under the cap — due again once `waitMs` (the provider's asked wait)
+// has passed — then Failed with the last fault as the reason.
+async function retryLater(
+  ctx: EnrichmentContext,
+  job: EnrichmentJob,
+  err: unknown,
+  local?: Metadata,
+  waitMs: number | null = null,
+): Promise<void> {
   const detail = err instanceof Error ? err.message : String(err);
   if (job.attempt_count >= MAX_ATTEMPTS) {
     return await fail(
       ctx,
       job,
       `attempts exhausted (${job.attempt_count} of ${MAX_ATTEMPTS}): ${detail}`,
+      local,
     );
   }
   const reason = `attempt ${job.attempt_count} of ${MAX_ATTEMPTS} failed, will retry: ${detail}`;
@@ -662,6 +775,10 @@ async function retryLater(ctx: EnrichmentContext, job: EnrichmentJob, err: unkno
     job,
     (sql) =>
       sql`metadata_enrichment_status = 'Pending', metadata_enrichment_error = ${reason},
+          metadata = coalesce(${local ? sql.json(local) : null}::jsonb, metadata),
+          metadata_enrichment_run_after = ${
+        waitMs === null ? null : sql`now() + ${waitMs} * interval '1 millisecond'`
+      },
           metadata_enrichment_started_at = null`,
     { transition: "failed", status: "Pending", attempt: job.attempt_count, error: reason },
   );

@@ -12,7 +12,8 @@ import {
   retryOutcome,
   type Throughput,
 } from "../../lib/admin/queue_view.ts";
-import { bulkRetry, cancel, list, name, retry, stats } from "./mod.ts";
+import { Counter, type Registry } from "prom-client";
+import { bulkRetry, cancel, list, name, retry, stats, tokensUsed, type TokenTally } from "./mod.ts";
 
 // The queue's own columns under their plain names (status, attempt_count, error, …), so the job
 // page reads like every other queue's; null for a book that is not in the queue.
@@ -52,6 +53,38 @@ async function details(sql: Sql, job: Record<string, unknown>): Promise<JobDetai
   }];
 }
 
+/**
+ * `<prefix>enrichment_tokens_total{kind}` (`prompt`, `completion`) and
+ * `<prefix>enrichment_requests_total`: what the provider's `usage` reported, read from the tally
+ * at scrape time.
+ *
+ * @param tally where the runs add up their tokens ({@linkcode tokensUsed} in the worker).
+ */
+export function tokenMetrics(registry: Registry, prefix: string, tally: TokenTally = tokensUsed) {
+  const seen = { prompt: 0, completion: 0, requests: 0 };
+  new Counter({
+    name: `${prefix}enrichment_tokens_total`,
+    help: "Tokens the enrichment provider reported used (its usage field), by kind",
+    labelNames: ["kind"],
+    registers: [registry],
+    collect() {
+      for (const kind of ["prompt", "completion"] as const) {
+        this.inc({ kind }, Math.max(0, tally[kind] - seen[kind]));
+        seen[kind] = Math.max(seen[kind], tally[kind]);
+      }
+    },
+  });
+  new Counter({
+    name: `${prefix}enrichment_requests_total`,
+    help: "Enrichment provider requests answered with a usage field",
+    registers: [registry],
+    collect() {
+      this.inc(Math.max(0, tally.requests - seen.requests));
+      seen.requests = Math.max(seen.requests, tally.requests);
+    },
+  });
+}
+
 /** The metadata enrichment queue's admin view. */
 export const enrichmentView: QueueView = {
   name,
@@ -65,4 +98,5 @@ export const enrichmentView: QueueView = {
   cancel: (ctx, id, control) => cancel(ctx, id, (q, i) => control.requestCancel(q, i)),
   bulkRetry,
   details,
+  metrics: (registry, prefix) => tokenMetrics(registry, prefix),
 };

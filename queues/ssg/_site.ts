@@ -43,10 +43,11 @@ export function siteSource(ctx: QueueContext): SiteSource {
         ctx.sql<
           {
             asset_version: number;
+            assets_version: number;
             chapters: { position: number; title: string; html: string }[];
           }[]
         >`
-          select e.asset_version,
+          select e.asset_version, e.assets_version,
             (select coalesce(json_agg(json_build_object(
                       'position', c.position, 'title', c.title, 'html', c.html)
                     order by c.position), '[]'::json)
@@ -55,7 +56,13 @@ export function siteSource(ctx: QueueContext): SiteSource {
           where e.id = ${id} and e.published_at is not null`,
         signal,
       );
-      return row ? { assetVersion: row.asset_version, chapters: row.chapters } : null;
+      return row
+        ? {
+          assetVersion: row.asset_version,
+          writtenVersion: row.assets_version,
+          chapters: row.chapters,
+        }
+        : null;
     },
   };
 }

@@ -13,7 +13,10 @@
  *   scalar-sub-select claim.
  * - Running → Completed: {@linkcode run}, fenced, in the transaction that switches the live site.
  * - Running → Failed: {@linkcode run} when the render fails or exceeds `SSG_TIMEOUT_MS` (a hung
- *   render ends Failed, ADR-022); {@linkcode recover} for any `Running` row.
+ *   render ends Failed, ADR-022), or when a published edition's assets are not written
+ *   ({@linkcode MISSING_ASSETS}: the previous build stays live, the editions are named; the asset
+ *   write that completes the last of them queues the rebuild, queues/ingestion/_assets.ts);
+ *   {@linkcode recover} for any `Running` row.
  * - Running → Queued: {@linkcode giveBack} on shutdown (attempt not counted, no error text); a
  *   follow-up already `Queued` is coalesced into the given-back job (deleted: the given-back job
  *   re-runs after the follow-up's write and renders it).
@@ -73,6 +76,12 @@ export const defaults: QueueDefaults<null> = {
       "claim, at any age; SSG_TIMEOUT_MS bounds a render)",
   },
 };
+/**
+ * How a rebuild refused for missing assets begins its error; the rest names the editions. The
+ * build never goes live: the site keeps its previous build.
+ */
+export const MISSING_ASSETS = "Cannot rebuild the site from incomplete inputs: ";
+
 /** The error {@linkcode recover} writes (ADR-022, "shipped 2026-10-08"). */
 export const INTERRUPTED = "interrupted (not owned by the running ssg-worker)";
 
@@ -534,6 +543,15 @@ export async function run(ctx: SsgContext, job: SsgJob, signal: AbortSignal): Pr
     if (signal.aborted) {
       if (!isRunTimeout(signal.reason)) throw signal.reason;
       await fail(ctx, job, `Render exceeded SSG_TIMEOUT_MS: ${signal.reason.message}`);
+      return;
+    }
+    if ((err as Error)?.name === "MissingAssetsError") {
+      await fail(
+        ctx,
+        job,
+        `${MISSING_ASSETS}${(err as Error).message}; the live site keeps its previous build, ` +
+          "and completing those assets (the ingestion's asset write or repair) queues a rebuild",
+      );
       return;
     }
     await fail(ctx, job, `Cannot rebuild the site: ${(err as Error)?.message ?? err}`);

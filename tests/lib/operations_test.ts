@@ -44,7 +44,7 @@ function api(db: TestDb, ctx: IngestionContext, control = testControl(ctx, db.sc
     routes: {
       "/ingestion": ingestionRoutes(ctx, control),
       "/ssg": ssgRoutes(ctx, control),
-      "/auto-publish": autoPublishRoutes({ ...ctx, announce: () => {} }),
+      "/auto-publish": autoPublishRoutes({ ...ctx, indexNow: false }),
       "/seo": seoRoutes({ ...ctx, staleAfterMs: 3_600_000 }),
       "/user-books": userBookRoutes({ ...ctx, staleAfterMs: 120_000 }, 1024, control),
       "/enrichment": enrichmentRoutes(ctx, control),

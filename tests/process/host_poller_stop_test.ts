@@ -2,7 +2,7 @@
  * The host pollers under the faults their users meet, for real: each scenario of tests/_pollers.ts
  * (a lost claim answer, SIGTERM during a claim, a step that ignores SIGTERM, one that takes 2 s to
  * finish, one SIGTERM ends, an SEO stop against a slow worker), under dash and bash, stopped the
- * way systemd stops the units. Needs `ps` (procps), `setsid` (util-linux), curl and jq.
+ * way systemd stops the units. Needs `setsid` (util-linux), curl and jq.
  */
 import assert from "node:assert/strict";
 import { dbTest } from "../_db.ts";
@@ -16,6 +16,9 @@ import {
   type StopReport,
   termDuringClaim,
 } from "../_pollers.ts";
+
+/** These tests need curl, jq (tests/_requires.ts: ignored where missing, outside CI). */
+const REQUIRES = { requires: ["curl", "jq"] } as const;
 
 function show(r: StopReport): string {
   return JSON.stringify({ ...r, lines: r.lines.slice(-30) }, null, 1);
@@ -48,6 +51,7 @@ for (const queue of ["auto-publish", "seo"] as const) {
         await stage.close();
       }
     },
+    REQUIRES,
   );
 
   dbTest(`SIGTERM during a claim (${queue}) finishes it and gives its jobs back`, async (db) => {
@@ -67,7 +71,7 @@ for (const queue of ["auto-publish", "seo"] as const) {
     } finally {
       await stage.close();
     }
-  });
+  }, REQUIRES);
 }
 
 dbTest(
@@ -92,6 +96,7 @@ dbTest(
       await stage.close();
     }
   },
+  REQUIRES,
 );
 
 dbTest(
@@ -111,6 +116,7 @@ dbTest(
       await stage.close();
     }
   },
+  REQUIRES,
 );
 
 dbTest("a step SIGTERM ends (its whole group) is given back and runs again once", async (db) => {
@@ -126,7 +132,7 @@ dbTest("a step SIGTERM ends (its whole group) is given back and runs again once"
   } finally {
     await stage.close();
   }
-});
+}, REQUIRES);
 
 dbTest(
   "the SEO stop fits TimeoutStopSec against a slow worker: its batch given back in one request",
@@ -144,4 +150,5 @@ dbTest(
       await stage.close();
     }
   },
+  REQUIRES,
 );

@@ -16,15 +16,22 @@ const ROOT = new URL("../../", import.meta.url).pathname;
 
 /**
  * The repository's files: as git lists them (tracked and untracked, not ignored), or, in a copy
- * without git, every file but the local state (`.data/`, `node_modules/`).
+ * without git (no repository, or no git installed), every file but the local state (`.data/`,
+ * `node_modules/`).
  */
 async function repoFiles(): Promise<string[]> {
-  const out = await new Deno.Command("git", {
-    args: ["ls-files", "--cached", "--others", "--exclude-standard"],
-    cwd: ROOT,
-    stdout: "piped",
-    stderr: "null",
-  }).output().catch(() => null);
+  let out: Deno.CommandOutput | null = null;
+  try {
+    out = await new Deno.Command("git", {
+      args: ["ls-files", "--cached", "--others", "--exclude-standard"],
+      cwd: ROOT,
+      stdout: "piped",
+      stderr: "null",
+    }).output();
+  } catch (e) {
+    // No git installed: output() throws NotFound itself (the spawn is synchronous).
+    if (!(e instanceof Deno.errors.NotFound)) throw e;
+  }
   if (!out?.success) {
     return (await walk(ROOT)).filter((f) => !/^(\.git|\.data|node_modules)\//.test(f));
   }

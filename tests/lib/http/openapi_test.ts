@@ -25,7 +25,7 @@ async function fullApi(db: TestDb) {
       "/ingestion": ingestionRoutes(ctx, testControl(ctx)),
       "/ssg": ssgRoutes(ctx, testControl(ctx)),
       "/editions": editionRoutes(ctx),
-      "/auto-publish": autoPublishRoutes({ ...ctx, announce: () => {} }),
+      "/auto-publish": autoPublishRoutes({ ...ctx, indexNow: false }),
       "/seo": seoRoutes({ ...ctx, staleAfterMs: 3_600_000 }),
       "/user-books": userBookRoutes(ctx, 1024, testControl(ctx)),
       "/enrichment": enrichmentRoutes(ctx, testControl(ctx)),

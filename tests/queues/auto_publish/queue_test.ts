@@ -151,7 +151,7 @@ dbTest(
 );
 
 dbTest(
-  "complete() publishes, queues one Full rebuild, and announces only after the commit",
+  "complete() publishes, queues one Full rebuild, and records one IndexNow ping in the outbox",
   async (db) => {
     const { call, announced } = hostApi(db);
     const [e1, e2] = [await insertEdition(db.sql), await insertEdition(db.sql)];
@@ -170,7 +170,7 @@ dbTest(
     assert.ok(done.result.published_at);
     const [edition] = await db.sql`select published_at from editions where id = ${j1.edition_id}`;
     assert.ok(edition.published_at);
-    assert.deepEqual(announced, [j1.edition_id]);
+    assert.deepEqual(await announced(), [j1.edition_id]);
     // The second complete reuses the queued rebuild (deduplicated).
     const res2 = await call("POST", `/auto-publish/jobs/${j2.id}/complete`, {
       claim_token: j2.claim_token,
@@ -186,7 +186,7 @@ dbTest(
     assert.equal(repeat.status, 200);
     assert.deepEqual(await repeat.json(), done);
     assert.deepEqual(await snapshot(db.sql, "auto_publish_jobs"), before);
-    assert.deepEqual(announced, [j1.edition_id, j2.edition_id]);
+    assert.deepEqual(await announced(), [j1.edition_id, j2.edition_id]);
     // fail with that token after complete: 409.
     const failLate = await call("POST", `/auto-publish/jobs/${j1.id}/fail`, {
       claim_token: j1.claim_token,

@@ -38,8 +38,11 @@ async function library(db: TestDb, ctx: Ctx) {
     ],
     assets: { "images/fig 1.png": PNG, "cover.jpg": JPEG, "index.html": "not a page" },
   });
-  // A symlink in the asset folder must not publish what it points to.
-  await Deno.symlink("/etc/hostname", join(ctx.storageDir, "editions", first, "v1", "leak.txt"));
+  // A symlink in the asset folder must not publish what it points to, even a real image (a file
+  // of its type passes every other check).
+  const privateImage = join(await Deno.makeTempDir({ prefix: "textstack-private-" }), "p.png");
+  await Deno.writeFile(privateImage, PNG);
+  await Deno.symlink(privateImage, join(ctx.storageDir, "editions", first, "v1", "leak.png"));
   const second = await insertEdition(db, ctx.storageDir, {
     title: "Second Book",
     chapters: [{ title: "Only", html: "<p>Alone.</p>" }],
@@ -73,7 +76,7 @@ dbTest("run() builds a site whose every internal href and src resolves to a file
   ]);
   const files = await snapshot(ctx.siteDir);
   assert.deepEqual(files.get(`editions/${first}/images/fig 1.png`), PNG);
-  assert.ok(!files.has(`editions/${first}/leak.txt`), "a symlinked asset was published");
+  assert.ok(!files.has(`editions/${first}/leak.png`), "a symlinked asset was published");
   assert.ok(![...files.keys()].some((p) => p.startsWith(`editions/${hidden}/`)));
 
   const chapter1 = new TextDecoder().decode(files.get(`editions/${first}/1.html`));
