@@ -1,7 +1,8 @@
 /**
  * tests/_run.ts, `deno task test` with no arguments, run as a process on a scratch `tests/` tree:
  * the files of every folder but tests/process (and tests/fixtures) in one `--parallel` round,
- * then tests/process one file at a time, and one summary line that adds up both rounds' counts
+ * then tests/process and the files that watch their own process (`WHOLE_PROCESS`) one file at a
+ * time, and one summary line that adds up both rounds' counts
  * and fails when either round failed. Each probe test records when it ran, so the order and the
  * overlaps are read from the clock, not from the output.
  *
@@ -32,11 +33,14 @@ async function runSuite(failInFirstRound: boolean) {
   const dir = await Deno.makeTempDir({ prefix: "textstack-run-" });
   try {
     const files: Record<string, string> = {
-      "tests/a/a_test.ts": probe("a", PASS + IGNORED),
-      "tests/b/b_test.ts": probe(
+      "tests/lib/a_test.ts": probe("a", PASS + IGNORED),
+      "tests/site/b_test.ts": probe(
         "b",
         failInFirstRound ? `Deno.test("fails", () => { throw new Error("no"); });\n` : PASS,
       ),
+      "tests/books/extract_test.ts": probe("x"),
+      "tests/books/extract_worker_test.ts": probe("w"),
+      "tests/books/other_test.ts": probe("o"),
       "tests/process/p_test.ts": probe("p", IGNORED),
       "tests/process/q_test.ts": probe("q", PASS),
       "tests/fixtures/f_test.ts": probe("fixture"),
@@ -61,12 +65,10 @@ async function runSuite(failInFirstRound: boolean) {
       stderr: "piped",
     }).output();
     const stdout = new TextDecoder().decode(out.stdout);
-    const runs = new Map(
-      (await Deno.readTextFile(log)).trim().split("\n").filter(Boolean).map((line) => {
-        const [file, start, end] = JSON.parse(line) as [string, number, number];
-        return [file, { start, end }];
-      }),
-    );
+    const runs = (await Deno.readTextFile(log)).trim().split("\n").filter(Boolean).map((line) => {
+      const [file, start, end] = JSON.parse(line) as [string, number, number];
+      return { file, start, end };
+    });
     const summary = stdout.trim().split("\n").at(-1) ?? "";
     return { code: out.code, stdout, runs, summary };
   } finally {
@@ -82,13 +84,28 @@ Deno.test(
   async () => {
     const { code, stdout, runs, summary } = await runSuite(false);
     assert.equal(code, 0, stdout);
-    assert.deepEqual([...runs.keys()].sort(), ["a", "b", "p", "q"], "tests/fixtures never runs");
-    const { a, b, p, q } = Object.fromEntries(runs);
-    assert.ok(overlap(a, b), `the first round runs its files in parallel: ${stdout}`);
-    assert.ok(!overlap(p, q), "tests/process runs one file at a time");
-    assert.ok(Math.max(a.end, b.end) <= Math.min(p.start, q.start), "the rounds run in turn");
-    // 4 probes + 3 passes; 2 ignored, over the two rounds.
-    assert.match(summary, /^ok \| 7 passed \| 0 failed \| 2 ignored \(\d+s, 2 rounds\)$/, stdout);
+    assert.deepEqual(
+      runs.map((r) => r.file).sort(),
+      ["a", "b", "o", "p", "q", "w", "x"],
+      "each file once; tests/fixtures never runs",
+    );
+    const { a, b, o, p, q, w, x } = Object.fromEntries(runs.map((r) => [r.file, r]));
+    assert.ok(
+      overlap(a, b) || overlap(a, o) || overlap(b, o),
+      `the first round is parallel: ${stdout}`,
+    );
+    const second = [p, q, w, x];
+    for (const [i, one] of second.entries()) {
+      for (const other of second.slice(i + 1)) {
+        assert.ok(!overlap(one, other), `one file at a time: ${one.file}, ${other.file}`);
+      }
+    }
+    assert.ok(
+      Math.max(a.end, b.end, o.end) <= Math.min(...second.map((r) => r.start)),
+      "the rounds run in turn; the whole-process files in the second",
+    );
+    // 7 probes + 3 passes; 2 ignored, over the two rounds.
+    assert.match(summary, /^ok \| 10 passed \| 0 failed \| 2 ignored \(\d+s, 2 rounds\)$/, stdout);
   },
 );
 
@@ -97,10 +114,10 @@ Deno.test(
   async () => {
     const { code, stdout, runs, summary } = await runSuite(true);
     assert.notEqual(code, 0, stdout);
-    assert.ok(runs.has("p") && runs.has("q"), "the second round ran");
+    assert.ok(runs.some((r) => r.file === "p") && runs.some((r) => r.file === "q"), "round 2 ran");
     assert.match(
       summary,
-      /^FAILED \| 6 passed \| 1 failed \| 2 ignored \(\d+s, 2 rounds\)$/,
+      /^FAILED \| 9 passed \| 1 failed \| 2 ignored \(\d+s, 2 rounds\)$/,
       stdout,
     );
   },
