@@ -822,3 +822,29 @@ dbTest(
     assert.equal(fine.status, 200);
   },
 );
+
+dbTest(
+  "pause: every host-polled queue's claim, keyed or not, returns nothing while it is paused and claims again on resume",
+  async (db) => {
+    const ctx = await ingestionContext(db);
+    const { call, control } = api(db, ctx);
+    for (
+      const [queue, enqueue, claimPath] of [
+        ["auto_publish", "/auto-publish/jobs", "/auto-publish/jobs/claim"],
+        ["seo_backfill", "/seo/jobs", "/seo/jobs/claim"],
+      ] as const
+    ) {
+      const [edition] = await insertEditions(db, 1);
+      assert.equal((await call("POST", enqueue, { edition_id: edition })).status, 201, queue);
+      assert.equal((await control.pause(queue)).paused, true);
+      for (const body of [{}, { claim_key: crypto.randomUUID() }]) {
+        const claimed = await call("POST", claimPath, body);
+        assert.equal(claimed.status, 200, queue);
+        assert.deepEqual(claimed.body.jobs, [], `${queue} paused, ${JSON.stringify(body)}`);
+      }
+      await control.resume(queue);
+      const claimed = await call("POST", claimPath, { claim_key: crypto.randomUUID() });
+      assert.equal(claimed.body.jobs.length, 1, `${queue} resumed`);
+    }
+  },
+);
