@@ -57,6 +57,28 @@ Deno.test("parseDatabaseUrl(): host lists with ports, user info and the database
   }
 });
 
+// User info as it is often pasted, unescaped: the first ":" ends the user name and the last "@"
+// the user info, so a password may hold both.
+Deno.test("parseDatabaseUrl(): an unescaped password with : and @ in it is the password", () => {
+  const alphabet = "abcXYZ019:@!$&'()*+,;=~-._";
+  const pick = (chars: string, n: number) =>
+    Array.from({ length: n }, () => chars[Math.floor(Math.random() * chars.length)]).join("");
+  for (let i = 0; i < 300; i++) {
+    const user = pick("abcXYZ019-._~", 1 + Math.floor(Math.random() * 8));
+    const password = pick(alphabet, 1 + Math.floor(Math.random() * 12));
+    const host = randomHost();
+    const raw = `postgres://${user}:${password}@${host}:5433/app`;
+    const t = parseDatabaseUrl(raw);
+    assert.equal(t.user, user, raw);
+    assert.equal(t.password, password, raw);
+    assert.deepEqual([t.hosts, t.ports, t.database], [
+      [host.replace(/^\[|\]$/g, "")],
+      [5433],
+      "app",
+    ], raw);
+  }
+});
+
 Deno.test("parseDatabaseUrl(): a local socket directory, as ?host= or %-escaped as the host", () => {
   for (const dir of ["/var/run/postgresql", "/tmp", "/run/pg sockets/x"]) {
     for (const port of [undefined, 5432, 6543]) {
