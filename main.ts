@@ -6,6 +6,7 @@
  */
 import { ConfigError, parseConfig } from "./lib/config.ts";
 import { createLogger } from "./lib/log.ts";
+import { redactError, registerSecret, registerSecretsFrom } from "./lib/redact.ts";
 import { setTimeout as sleep } from "node:timers/promises";
 import { connect, dbFault, guardDriverCloseCrash, recyclePool, type Sql } from "./lib/db.ts";
 import type { EmbeddedServer } from "./lib/embedded.ts";
@@ -19,11 +20,14 @@ import { QueueLock } from "./lib/lock.ts";
 import { Consumer } from "./lib/consumer.ts";
 import type { QueueContext } from "./lib/queue.ts";
 import { createApi, loadOrCreateToken } from "./lib/http/api.ts";
+import { connectionCap, openFileLimit, startServer } from "./lib/http/server.ts";
 import { StatsCache } from "./lib/admin/stats_cache.ts";
 import { createMetrics, metricsRoutes } from "./lib/admin/metrics.ts";
 import type { Consumed, QueueSetup } from "./lib/queue_setup.ts";
 
 const env = Deno.env.toObject();
+// Before anything can log: no line, error or page shows a secret setting's value (lib/redact.ts).
+registerSecretsFrom(env);
 /** Every queue, one line each: its folder's setup (lib/queue_setup.ts). */
 const QUEUES: readonly QueueSetup[] = (await Promise.all([
   import("./queues/ingestion/setup.ts"),
@@ -80,8 +84,7 @@ lifecycle.installSignals();
 
 /** Log a startup failure as one clear line and exit 1 (no stack trace for the operator). */
 function fatal(message: string, err: unknown): never {
-  const cause = err instanceof Error ? err.message || String(err.cause ?? "") : String(err);
-  log.fatal({ err: `${message}: ${cause}` }, "startup failed");
+  log.fatal({ err: `${message}: ${redactError(err)}` }, "startup failed");
   Deno.exit(1);
 }
 
@@ -198,6 +201,7 @@ for (const { consume } of parts) if (consume) await serve(consume);
 const token = config.internalApiToken ??
   await loadOrCreateToken(config.dataDir, log)
     .catch((err) => fatal(`Cannot create the INTERNAL_API_TOKEN file in "${config.dataDir}"`, err));
+registerSecret(token);
 // Counts for /metrics and /admin, refreshed in the background (never per request or scrape).
 const cache = new StatsCache({
   sql,
@@ -225,9 +229,14 @@ const app = createApi({
   health: () => Promise.resolve({ bootId }),
   ready: async () => {
     // Bounded: a black-holed pool must not hang the probe past the load balancer's timeout.
+    // The unauthenticated body names the failed check, never the server's address or the raw
+    // error (that goes to the log, redacted).
     const database = await Promise.race([
-      sql`select 1`.then(() => "ok", (err) => String(err?.message ?? err)),
-      sleep(2000).then(() => "no answer within 2000 ms"),
+      sql`select 1`.then(() => "ok", (err) => {
+        log.warn({ err: redactError(err) }, "readiness: database check failed");
+        return "failed: the database did not answer the check";
+      }),
+      sleep(2000).then(() => "failed: no answer within 2000 ms"),
     ]);
     const queues = Object.fromEntries(consumers.map(([name, c]) => [name, c.state]));
     const pooler = [...locks.values()].some((l) => l.poolerSuspected);
@@ -264,21 +273,33 @@ const app = createApi({
     },
   ],
 });
-let server: Deno.HttpServer;
-try {
-  server = Deno.serve({
-    hostname: config.host,
-    port: config.port,
-    onListen: ({ hostname, port }) => log.info({ hostname, port }, "http listening"),
-  }, app.fetch);
-} catch (err) {
-  fatal(`Cannot listen on ${config.host}:${config.port} (HOST, PORT)`, err);
+// node:http through @hono/node-server, not Deno.serve: Deno.serve bounds neither the time to
+// headers nor the open connections, and a flood past the open-file limit ended the process
+// (lib/http/server.ts, docs/http.md).
+const fileLimit = openFileLimit();
+const maxConnections = connectionCap(config.httpMaxConnections, fileLimit);
+if (maxConnections < config.httpMaxConnections) {
+  log.warn(
+    { setting: config.httpMaxConnections, maxConnections, openFileLimit: fileLimit },
+    "HTTP_MAX_CONNECTIONS lowered to stay under the open-file limit",
+  );
 }
+const server = await startServer({
+  hostname: config.host,
+  port: config.port,
+  fetch: app.fetch,
+  log,
+  headersTimeoutMs: config.httpHeadersTimeoutMs,
+  idleTimeoutMs: config.httpIdleTimeoutMs,
+  maxConnections,
+}).catch((err) => fatal(`Cannot listen on ${config!.host}:${config!.port} (HOST, PORT)`, err));
+log.info({ ...server.addr, maxConnections }, "http listening");
 lifecycle.onStop("drains", "events", () => Promise.resolve(events.close()));
 lifecycle.onStop("http", "server", async (deadline) => {
-  // A stalled upload or a stuck stream must not hold the exit: Deno.exit closes what is left.
+  // A stalled upload or a stuck stream must not hold the exit: what is left is closed.
   if (!(await settlesBy(server.shutdown(), deadline - 20))) {
     log.warn("closing lingering HTTP connections at exit");
+    server.closeAll();
   }
 });
 

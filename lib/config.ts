@@ -42,6 +42,12 @@ export interface Config {
   readonly siteUrl: string;
   /** How often the listener proves delivery with a NOTIFY round trip, in ms (default 30000). */
   readonly listenerProbeMs: number;
+  /** Longest wait from a connection's opening to its request headers, in ms (default 30000). */
+  readonly httpHeadersTimeoutMs: number;
+  /** Longest idle wait between a response and the next request's headers, in ms (default 30000). */
+  readonly httpIdleTimeoutMs: number;
+  /** Open HTTP connections at most; a further one is refused (default 1024). */
+  readonly httpMaxConnections: number;
 }
 
 /** Thrown when an environment variable has a value the worker cannot use. */
@@ -63,8 +69,12 @@ function read<T>(
   if (raw === undefined || raw === "") return fallback;
   const parsed = schema.safeParse(raw);
   if (!parsed.success) {
-    // A secret is never echoed, not even a wrong one (issue 9, item 9): only its length.
-    const received = secret ? `a value of ${raw.length} characters` : JSON.stringify(raw);
+    // A secret is never echoed, not even a wrong one (issue 9, item 9): only its length, and
+    // what is wrong with it when the check can say so without quoting it.
+    const custom = parsed.error.issues.find((issue) => issue.code === "custom")?.message;
+    const received = secret
+      ? `a value of ${raw.length} characters${custom ? `: ${custom}` : ""}`
+      : JSON.stringify(raw);
     throw new ConfigError(`Cannot parse ${name}: expected ${expected}, received ${received}`);
   }
   return parsed.data;
@@ -75,17 +85,41 @@ const MAX_MS = 2_147_483_647;
 const ms = z.string().regex(/^\d+$/).transform(Number).pipe(z.number().int().min(1).max(MAX_MS));
 const port = z.string().regex(/^\d+$/).transform(Number).pipe(z.number().int().min(0).max(65535));
 const tcpPort = port.pipe(z.number().min(1));
-const url = z.string().regex(/^postgres(ql)?:\/\//).refine((raw) => {
-  try {
-    const parsed = new URL(raw);
-    decodeURIComponent(parsed.username);
-    decodeURIComponent(parsed.password);
-    decodeURIComponent(parsed.pathname);
-    return parsed.hostname !== "";
-  } catch {
-    return false;
-  }
+// More connections than any open-file limit allows is a typo.
+const MAX_CONNECTIONS = 1_048_576;
+const connections = z.string().regex(/^\d+$/).transform(Number).pipe(
+  z.number().int().min(1).max(MAX_CONNECTIONS),
+);
+const url = z.string().superRefine((raw, ctx) => {
+  const problem = databaseUrlProblem(raw);
+  if (problem) ctx.addIssue({ code: "custom", message: problem });
 });
+
+/**
+ * What is wrong with a `DATABASE_URL`, in words that never hold its password.
+ *
+ * @returns undefined for a URL the worker can use.
+ */
+export function databaseUrlProblem(raw: string): string | undefined {
+  if (!/^postgres(ql)?:\/\//.test(raw)) {
+    return "it does not start with postgres:// or postgresql://";
+  }
+  let parsed: URL;
+  try {
+    parsed = new URL(raw);
+  } catch {
+    return "it is not a URL (a character that must be %-escaped, or a bad port)";
+  }
+  for (const part of [parsed.username, parsed.password, parsed.pathname]) {
+    try {
+      decodeURIComponent(part);
+    } catch {
+      return "it holds a bad %-escape";
+    }
+  }
+  if (parsed.hostname === "") return "it names no host";
+  return undefined;
+}
 // pg_ names are reserved by PostgreSQL. At most 40 characters: NOTIFY channels are named
 // "<schema>.<table>" and PostgreSQL refuses a channel name of 64 bytes or more.
 const identifier = z.string().regex(/^(?!pg_)[a-z_][a-z0-9_]{0,39}$/);
@@ -132,6 +166,7 @@ export function parseConfig(env: Env): Config {
       "a postgres:// URL with a host, a valid port and %-escapes",
       url,
       undefined,
+      true,
     ),
     databaseSchema: read(
       env,
@@ -171,6 +206,15 @@ export function parseConfig(env: Env): Config {
     shutdownBudgetMs: readMs(env, "SHUTDOWN_BUDGET_MS", 5000),
     standbyRetryMs: readMs(env, "STANDBY_RETRY_MS", 3000),
     listenerProbeMs: readMs(env, "LISTENER_PROBE_MS", 30_000),
+    httpHeadersTimeoutMs: readMs(env, "HTTP_HEADERS_TIMEOUT_MS", 30_000),
+    httpIdleTimeoutMs: readMs(env, "HTTP_IDLE_TIMEOUT_MS", 30_000),
+    httpMaxConnections: read(
+      env,
+      "HTTP_MAX_CONNECTIONS",
+      `a positive integer up to ${MAX_CONNECTIONS}`,
+      connections,
+      1024,
+    ),
     embeddedPgPort: read(env, "EMBEDDED_PG_PORT", "a port number from 1 to 65535", tcpPort, 54329),
     logLevel: read(
       env,

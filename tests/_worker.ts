@@ -57,14 +57,23 @@ export const TEST_TOKEN = "test-token-0123456789abcdef";
  *
  * @param env extra or overriding variables.
  * @param runFlags extra `deno run` flags, e.g. `--import-map=…`.
+ * @param options `openFiles`: run under `sh -c 'ulimit -n <openFiles>; exec deno …'`.
  */
 export function spawnWorker(
   db: TestDb | null,
   env: Record<string, string>,
   runFlags: string[] = [],
+  options: { openFiles?: number } = {},
 ): WorkerProcess {
-  const child = new Deno.Command(Deno.execPath(), {
-    args: ["run", "-A", ...runFlags, new URL("../main.ts", import.meta.url).pathname],
+  const deno = ["run", "-A", ...runFlags, new URL("../main.ts", import.meta.url).pathname];
+  const [command, args] = options.openFiles === undefined ? [Deno.execPath(), deno] : ["/bin/sh", [
+    "-c",
+    `ulimit -n ${options.openFiles} && exec "$0" "$@"`,
+    Deno.execPath(),
+    ...deno,
+  ]];
+  const child = new Deno.Command(command, {
+    args,
     env: {
       ...(db ? { DATABASE_URL: db.url, DATABASE_SCHEMA: db.schema } : {}),
       HOST: "127.0.0.1",
