@@ -5,6 +5,7 @@
  * @module
  */
 import { z } from "zod";
+import { B64TOKEN } from "./http/bearer.ts";
 
 /** The worker's settings, parsed once at startup. All durations are in milliseconds. */
 export interface Config {
@@ -123,7 +124,8 @@ export function databaseUrlProblem(raw: string): string | undefined {
 // pg_ names are reserved by PostgreSQL. At most 40 characters: NOTIFY channels are named
 // "<schema>.<table>" and PostgreSQL refuses a channel name of 64 bytes or more.
 const identifier = z.string().regex(/^(?!pg_)[a-z_][a-z0-9_]{0,39}$/);
-const token = z.string().min(16).regex(/^[\x21-\x7e]+$/);
+// What the bearer check parses (lib/http/bearer.ts), so an accepted token is a usable one.
+const token = z.string().min(16).regex(B64TOKEN);
 // An absolute http(s) base for the sitemap's URLs; the trailing "/" is added when missing.
 const siteUrl = z.string().refine((raw) => {
   try {
@@ -186,7 +188,7 @@ export function parseConfig(env: Env): Config {
     internalApiToken: read(
       env,
       "INTERNAL_API_TOKEN",
-      "at least 16 printable characters without spaces",
+      "at least 16 characters of A-Z a-z 0-9 - . _ ~ + / then any = padding (RFC 6750 b64token)",
       token,
       undefined,
       true,
@@ -194,7 +196,7 @@ export function parseConfig(env: Env): Config {
     metricsToken: read(
       env,
       "METRICS_TOKEN",
-      "at least 16 printable characters without spaces",
+      "at least 16 characters of A-Z a-z 0-9 - . _ ~ + / then any = padding (RFC 6750 b64token)",
       token,
       undefined,
       true,
