@@ -105,6 +105,7 @@ export function databaseUrlProblem(raw: string): string | undefined {
   if (!/^postgres(ql)?:\/\//.test(raw)) {
     return "it does not start with postgres:// or postgresql://";
   }
+  if (/^postgres(ql)?:\/\/([^/?#]*@)?([/?#]|$)/.test(raw)) return "it names no host";
   let parsed: URL;
   try {
     parsed = new URL(raw);
