@@ -22,7 +22,6 @@ import { bodyLimit } from "hono/body-limit";
 import { csrf } from "hono/csrf";
 import { deleteCookie, getSignedCookie, setSignedCookie } from "hono/cookie";
 import { timingSafeEqual } from "hono/utils/buffer";
-import { z } from "zod";
 import type { QueueContext } from "../queue.ts";
 import type { QueueView } from "./queue_view.ts";
 import type { StatsCache } from "./stats_cache.ts";
@@ -39,6 +38,7 @@ import {
 } from "./pages.tsx";
 import { SessionStore } from "./session.ts";
 import { clientKey, loginLimit } from "./login_limit.ts";
+import { idString } from "../http/ids.ts";
 
 /** The session cookie's name. */
 export const SESSION_COOKIE = "textstack_admin";
@@ -76,11 +76,8 @@ export interface AdminDeps extends EventStreamDeps {
   loginLimit?: { attempts?: number; windowMs?: number };
 }
 
-// A job id: 1 to the bigint maximum, as the /internal routes accept (issue 9, item 9). zod runs
-// the refinement after a failed regex too: only a digit string is compared.
-const idParam = z.string().regex(/^[1-9]\d{0,18}$/).refine((raw) =>
-  !/^\d+$/.test(raw) || BigInt(raw) <= 9223372036854775807n
-);
+// A job id: 1 to the bigint maximum, as the /internal routes accept (lib/http/ids.ts).
+const idParam = idString;
 
 /**
  * Build the dashboard's routes, to mount at the root (`createApi({ apps: [admin] })`).

@@ -14,8 +14,9 @@ import { describeRoute, zValidator } from "../../lib/http/openapi.ts";
 import { z } from "zod";
 import { getJob, retry } from "./mod.ts";
 import type { QueueContext } from "../../lib/queue.ts";
+import { idString } from "../../lib/http/ids.ts";
 
-const id = z.string().regex(/^[1-9]\d{0,17}$/, "expected a positive integer id");
+const id = idString;
 
 /**
  * Build the enrichment routes.

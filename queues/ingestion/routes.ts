@@ -19,14 +19,10 @@ import { z } from "zod";
 import { editionExists, enqueue, getJob, type IngestionContext, retry } from "./mod.ts";
 import { readEditionSummary } from "./fidelity.ts";
 import { resolveSourceFile, resolveSourcePath } from "../../books/source_path.ts";
+import { idString } from "../../lib/http/ids.ts";
 
-// Every id enqueue can hand out: 1 to the bigint maximum, 2^63 - 1 (issue 9, item 9).
-const MAX_ID = 9223372036854775807n;
-const id = z.string().regex(/^[1-9]\d{0,18}$/, "expected a positive integer id").refine(
-  // zod runs the refinement after a failed regex too: only a digit string is compared.
-  (raw) => !/^\d+$/.test(raw) || BigInt(raw) <= MAX_ID,
-  "expected a positive integer id up to 9223372036854775807",
-);
+// Every id enqueue can hand out: 1 to the bigint maximum (lib/http/ids.ts).
+const id = idString;
 
 const enqueueBody = z.strictObject({
   source_path: z.string().min(1).max(4096),

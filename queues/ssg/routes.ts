@@ -22,8 +22,9 @@ import { z } from "zod";
 import { transaction } from "../../lib/db.ts";
 import type { QueueContext } from "../../lib/queue.ts";
 import { getJob, publishEdition, requestRebuild, retry } from "./mod.ts";
+import { idString } from "../../lib/http/ids.ts";
 
-const id = z.string().regex(/^[1-9]\d{0,17}$/, "expected a positive integer id");
+const id = idString;
 const params = z.object({ id });
 
 // Bad input is a 4xx JSON error that names the field (STYLE.md §7), never zod's raw dump.

@@ -20,8 +20,9 @@ import { enqueue, getUserBook, retry, type UserIngestionContext } from "./mod.ts
 import { getJob as getEnrichment } from "../enrichment/mod.ts";
 import { resolveSourceFile, resolveSourcePath } from "../../books/source_path.ts";
 import { receiveUpload, removeUpload, UploadError } from "../../lib/http/multipart.ts";
+import { idString } from "../../lib/http/ids.ts";
 
-const id = z.string().regex(/^[1-9]\d{0,17}$/, "expected a positive integer id");
+const id = idString;
 const ownerId = z.union([
   z.number().int().positive().max(Number.MAX_SAFE_INTEGER),
   z.string().regex(/^[1-9]\d{0,14}$/, "expected a positive integer").transform(Number),

@@ -170,3 +170,57 @@ dbTest(
     }
   },
 );
+
+dbTest(
+  "every /internal route with an :id takes ids up to 2^63 − 1, and answers 2^63 and above with a JSON 400 or 404",
+  async (db) => {
+    const { worker, port } = await start(db);
+    try {
+      const base = `http://127.0.0.1:${port}`;
+      const auth = { authorization: `Bearer ${TEST_TOKEN}`, "content-type": "application/json" };
+      const doc = await (await fetch(`${base}/internal/openapi.json`, { headers: auth })).json();
+      const routes: [string, string][] = [];
+      for (const [path, ops] of Object.entries(doc.paths as Record<string, object>)) {
+        if (!path.includes("{id}")) continue;
+        for (const method of Object.keys(ops)) routes.push([method.toUpperCase(), path]);
+      }
+      assert.ok(routes.length >= 10, JSON.stringify(routes));
+      const call = async (method: string, path: string, id: string) => {
+        const res = await fetch(`${base}${path.replace("{id}", id)}`, {
+          method,
+          headers: auth,
+          body: method === "GET" ? undefined : "{}",
+        });
+        const text = await res.text();
+        return { status: res.status, error: String(JSON.parse(text).error ?? "") };
+      };
+      // Generated ids of every length up to 19 digits, and the bounds.
+      const good = ["1", "9223372036854775807", "9223372036854775806", "1000000000000000000"];
+      for (let digits = 2; digits <= 19; digits += 3) good.push("9".repeat(digits - 1) + "1");
+      const bad = [
+        "9223372036854775808",
+        "18446744073709551616",
+        "99999999999999999999",
+        "0",
+        "1".repeat(40),
+      ];
+      for (const [method, path] of routes) {
+        for (const id of good) {
+          const { status, error } = await call(method, path, id);
+          assert.ok(status < 500, `${method} ${path} ${id}: ${status} ${error}`);
+          assert.ok(
+            !(status === 400 && /\bid\b/i.test(error)),
+            `${method} ${path} refused id ${id}: ${error}`,
+          );
+        }
+        for (const id of bad) {
+          const { status, error } = await call(method, path, id);
+          assert.ok(status === 400 || status === 404, `${method} ${path} ${id}: ${status}`);
+          assert.ok(error.length > 0, `${method} ${path} ${id}: no JSON error`);
+        }
+      }
+    } finally {
+      await stop(worker);
+    }
+  },
+);
