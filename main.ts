@@ -269,6 +269,7 @@ const app = createApi({
           events,
           lifecycle,
           log,
+          origin: config!.adminOrigin,
         }),
     },
   ],

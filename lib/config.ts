@@ -49,6 +49,8 @@ export interface Config {
   readonly httpIdleTimeoutMs: number;
   /** Open HTTP connections at most; a further one is refused (default 1024). */
   readonly httpMaxConnections: number;
+  /** The dashboard's public origin (`https://ops.example.com`), when reached by another name. */
+  readonly adminOrigin: string | undefined;
 }
 
 /** Thrown when an environment variable has a value the worker cannot use. */
@@ -136,6 +138,15 @@ const siteUrl = z.string().refine((raw) => {
     return false;
   }
 }).transform((raw) => raw.endsWith("/") ? raw : `${raw}/`);
+// A browser's Origin: scheme, host, port; normalised as the browser sends it (no trailing "/").
+const origin = z.string().refine((raw) => {
+  try {
+    const parsed = new URL(raw);
+    return /^https?:$/.test(parsed.protocol) && parsed.origin === raw.replace(/\/$/, "");
+  } catch {
+    return false;
+  }
+}).transform((raw) => new URL(raw).origin);
 const level = z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]);
 // What Deno.serve can bind: an IPv4 or IPv6 literal (without brackets) or a DNS host name; a
 // name of digits and dots only must be a whole IPv4 address ("1.2.3" would be read as 1.2.0.3).
@@ -225,6 +236,13 @@ export function parseConfig(env: Env): Config {
       "one of fatal, error, warn, info, debug, trace, silent",
       level,
       "info",
+    ),
+    adminOrigin: read(
+      env,
+      "ADMIN_ORIGIN",
+      "an origin: http:// or https://, a host and an optional port, no path",
+      origin,
+      undefined,
     ),
     siteDir: (env.SITE_DIR || `${dataDir}/site`).replace(/(.)\/+$/, "$1"),
     siteUrl: read(

@@ -74,6 +74,29 @@ export interface AdminDeps extends EventStreamDeps {
    * the defaults unless a test sets them.
    */
   loginLimit?: { attempts?: number; windowMs?: number };
+  /**
+   * `ADMIN_ORIGIN`: the origin the dashboard is reached at through a public name or a proxy, e.g.
+   * `https://ops.example.com`; its host joins the Host allow-list and it passes the CSRF check.
+   */
+  origin?: string;
+}
+
+// The loopback names, with any port: what a browser on this machine (or on the host of a
+// container whose port is published) sends as Host.
+const LOOPBACK_HOST = /^(localhost|127\.0\.0\.1|\[::1\])(:\d{1,5})?$/i;
+
+/**
+ * Whether `/admin` answers a request with this Host: a loopback name with any port, or the host
+ * (and port) of `ADMIN_ORIGIN`. Anything else is a name this worker was not set up to be
+ * reached at, such as a DNS-rebinding page's own name, whose Host and Origin would agree and so
+ * pass a same-origin CSRF check.
+ *
+ * @param host the request's Host header (or the host of its URL).
+ * @param origin `ADMIN_ORIGIN`, if set.
+ */
+export function adminHostAllowed(host: string, origin?: string): boolean {
+  if (LOOPBACK_HOST.test(host)) return true;
+  return origin !== undefined && host.toLowerCase() === new URL(origin).host.toLowerCase();
 }
 
 // A job id: 1 to the bigint maximum, as the /internal routes accept (lib/http/ids.ts).
@@ -143,8 +166,28 @@ export function adminRoutes(deps: AdminDeps): Hono {
   app.use("/admin", secure);
   app.use("/admin/*", limit);
   app.use("/admin", limit);
-  app.use("/admin/*", csrf());
-  app.use("/admin", csrf());
+  // Before the CSRF check: the check compares Origin with the request's own URL, which the Host
+  // header makes; only a Host on the allow-list makes that comparison mean "this dashboard".
+  const hostCheck: MiddlewareHandler = async (c, next) => {
+    const host = c.req.header("host") ?? new URL(c.req.url).host;
+    if (adminHostAllowed(host, deps.origin)) return await next();
+    return c.html(
+      <MessagePage
+        title="Wrong host"
+        message="This dashboard answers on localhost only, or at the origin set in ADMIN_ORIGIN"
+      />,
+      403,
+    );
+  };
+  app.use("/admin/*", hostCheck);
+  app.use("/admin", hostCheck);
+  // Same origin as the request's URL (its Host is allowed above), or ADMIN_ORIGIN itself: behind
+  // an https proxy the browser's Origin is https:// while the worker is reached over http.
+  const sameOrigin = csrf({
+    origin: (origin, c) => origin === new URL(c.req.url).origin || origin === deps.origin,
+  });
+  app.use("/admin/*", sameOrigin);
+  app.use("/admin", sameOrigin);
 
   // The style and the script, before the session check: the sign-in page is styled too.
   const asset = (body: string, type: string) => (c: Parameters<MiddlewareHandler>[0]) =>
