@@ -40,6 +40,7 @@ import {
 // enriches a book has no use for.
 import type { LocalMetadata } from "./local.ts";
 import type { RemoteMetadata, RemoteSettings } from "./remote.ts";
+import { jobError } from "../../lib/job_error.ts";
 
 /** Queue name used in logs, events and the lock key. */
 export const name = "enrichment";
@@ -477,7 +478,8 @@ async function settle(
         and metadata_enrichment_claimed_by = ${job.claimed_by}`).count);
 }
 
-async function fail(ctx: EnrichmentContext, job: EnrichmentJob, reason: string): Promise<void> {
+async function fail(ctx: EnrichmentContext, job: EnrichmentJob, why: string): Promise<void> {
+  const reason = jobError(why);
   const failed = await settle(
     ctx,
     job,
@@ -492,7 +494,7 @@ async function fail(ctx: EnrichmentContext, job: EnrichmentJob, reason: string):
 // A transient fault (network, 5xx, 429, a timeout): Pending again with the attempt spent while
 // under the cap, then Failed with the last fault as the reason.
 async function retryLater(ctx: EnrichmentContext, job: EnrichmentJob, err: unknown): Promise<void> {
-  const detail = err instanceof Error ? err.message : String(err);
+  const detail = jobError(err instanceof Error ? err.message : String(err));
   if (job.attempt_count >= MAX_ATTEMPTS) {
     return await fail(
       ctx,

@@ -41,6 +41,7 @@ import {
 // render, not at startup (issue 11, memory).
 import { buildsDir, finishBuild, pruneBuilds, startBuild, switchLive } from "../../site/builds.ts";
 import { siteSource } from "./site.ts";
+import { jobError } from "../../lib/job_error.ts";
 
 /** Queue name used in logs, events and the lock key. */
 export const name = "ssg";
@@ -440,7 +441,8 @@ async function complete(ctx: SsgContext, job: SsgJob, build: string): Promise<st
   });
 }
 
-async function fail(ctx: SsgContext, job: SsgJob, reason: string): Promise<void> {
+async function fail(ctx: SsgContext, job: SsgJob, why: string): Promise<void> {
+  const reason = jobError(why, ctx.storageDir);
   const rows = await ctx.sql`
     update ssg_rebuild_jobs
     set status = 'Failed', error = ${reason}, claimed_by = null, finished_at = now(),
