@@ -29,6 +29,27 @@ export interface FloodResult {
 
 const enc = new TextEncoder();
 
+/** A connect not answered within this many ms counts as refused (a full accept backlog). */
+const CONNECT_WAIT_MS = 2000;
+
+// Deno.connect bounded in time: a listener that has stopped accepting leaves a connect to a full
+// backlog waiting for minutes (SYN retries).
+async function connectWithin(port: number, ms: number): Promise<Deno.TcpConn> {
+  const connecting = Deno.connect({ hostname: "127.0.0.1", port });
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`no answer to connect within ${ms} ms`)), ms);
+  });
+  try {
+    return await Promise.race([connecting, late]);
+  } catch (err) {
+    connecting.then((conn) => conn.close(), () => {});
+    throw err;
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 /**
  * Open `count` connections of one kind, hold them `holdMs`, then close what is left.
  *
@@ -48,14 +69,21 @@ export async function flood(
   const closedAt: number[] = [];
   const timers: ReturnType<typeof setInterval>[] = [];
   let refused = 0;
+  let refusedInARow = 0;
   for (let i = 0; i < count; i++) {
     let conn: Deno.TcpConn;
     try {
-      conn = await Deno.connect({ hostname: "127.0.0.1", port });
+      conn = await connectWithin(port, CONNECT_WAIT_MS);
     } catch {
       refused++;
+      // A listener that answers nothing: the rest would wait as long, each.
+      if (++refusedInARow >= 20) {
+        refused += count - i - 1;
+        break;
+      }
       continue;
     }
+    refusedInARow = 0;
     conns.push(conn);
     const send = (text: string) => conn.write(enc.encode(text)).catch(() => 0);
     if (kind === "partial") send("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n");

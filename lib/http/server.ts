@@ -83,6 +83,8 @@ const WARN_EVERY_MS = 10_000;
  */
 export async function startServer(options: ServerOptions): Promise<HttpServer> {
   const { log } = options;
+  // Both the runtime's keep-alive timer (Deno's node:http applies it) and the one armed below.
+  const idleMs = options.idleTimeoutMs;
   const sockets = new Map<Socket, Tracked>();
   let stopping = false;
   const lastWarn = new Map<string, number>();
@@ -122,7 +124,7 @@ export async function startServer(options: ServerOptions): Promise<HttpServer> {
   const server: Server = createServer({
     // Applied by Node; kept in step with the timers below for a runtime that applies them.
     headersTimeout: options.headersTimeoutMs,
-    keepAliveTimeout: options.idleTimeoutMs,
+    keepAliveTimeout: idleMs,
     // Never a bound on a request's total time: streams and uploads run as long as they run.
     requestTimeout: 0,
   }, (req: IncomingMessage, res: ServerResponse) => {
@@ -136,7 +138,7 @@ export async function startServer(options: ServerOptions): Promise<HttpServer> {
         state.busy--;
         if (socket.destroyed || state.busy > 0) return;
         if (stopping) socket.destroy();
-        else arm(socket, state, options.idleTimeoutMs, "idle");
+        else arm(socket, state, idleMs, "idle");
       });
     }
     if (stopping) res.setHeader("connection", "close");
