@@ -23,7 +23,9 @@ import { createApi, loadOrCreateToken } from "./lib/http/api.ts";
 import { connectionCap, openFileLimit, startServer } from "./lib/http/server.ts";
 import { StatsCache } from "./lib/admin/stats_cache.ts";
 import { createMetrics, metricsRoutes } from "./lib/admin/metrics.ts";
-import type { Consumed, QueueSetup } from "./lib/queue_setup.ts";
+import { QueueControl } from "./lib/control.ts";
+import { queuesRoutes } from "./lib/http/queues.ts";
+import { type Consumed, consumedQueues, type QueueSetup } from "./lib/queue_setup.ts";
 
 const env = Deno.env.toObject();
 // Before anything can log: no line, error or page shows a secret setting's value (lib/redact.ts).
@@ -36,22 +38,24 @@ const QUEUES: readonly QueueSetup[] = (await Promise.all([
   import("./queues/ssg/setup.ts"),
   import("./queues/auto_publish/setup.ts"),
   import("./queues/seo_backfill/setup.ts"),
-])).map((module) => module.default as QueueSetup);
+])).map((module) => module.queue as QueueSetup);
 const VIEWS = QUEUES.map((queue) => queue.view);
 let config;
 // Every queue's settings, read now so a bad one stops the worker before anything starts.
 const settings = new Map<QueueSetup, unknown>();
+/** The in-process queues this instance consumes (`QUEUES`); every instance serves the whole API. */
+let consumes: string[];
 try {
   config = parseConfig(env);
+  consumes = consumedQueues(env, QUEUES);
   for (const queue of QUEUES) settings.set(queue, queue.settings(env));
 } catch (err) {
   if (!(err instanceof ConfigError)) throw err;
   createLogger().fatal({ err: err.message }, "invalid configuration");
   Deno.exit(2);
 }
-// HOST and PORT are proved by binding them once, before the database is touched (review5: a HOST
-// that cannot be bound exited 1, after the migrations had run). Nothing connects to this trial
-// socket, so the port is free again at once for Deno.serve below.
+// HOST and PORT are proved by binding them once, before the database is touched. Nothing connects to this trial
+// socket, so the port is free again at once for the HTTP server below.
 try {
   Deno.listen({ hostname: config.host, port: config.port }).close();
 } catch (err) {
@@ -64,11 +68,11 @@ try {
 }
 const log = createLogger(config.logLevel);
 guardDriverCloseCrash(log);
-// stderr carries nothing but JSON log lines (issue 9, item 9): the runtime's own warnings go
+// stderr carries nothing but JSON log lines: the runtime's own warnings go
 // through the logger too. Deno.serve's "request.signal aborts on successful responses (legacy
 // behavior)" note, logged once per process whenever a chunked body passed hono's bodyLimit (it
 // reads request.signal), is gone at its cause: deno.json opts into `no-legacy-abort`, where the
-// signal aborts only when the client goes away (review5; tests/process/process_test.ts).
+// signal aborts only when the client goes away (tests/process/process_test.ts).
 for (const level of ["warn", "error", "log", "info"] as const) {
   console[level] = (...args: unknown[]) =>
     log.warn(
@@ -77,7 +81,8 @@ for (const level of ["warn", "error", "log", "info"] as const) {
     );
 }
 const bootId = crypto.randomUUID();
-log.info({ bootId, pid: Deno.pid }, "starting");
+const instance = { bootId, pid: Deno.pid, host: Deno.hostname(), consumes };
+log.info({ bootId, pid: Deno.pid, consumes }, "starting");
 
 const lifecycle = new Lifecycle(log, config.shutdownBudgetMs);
 lifecycle.installSignals();
@@ -133,7 +138,7 @@ const reachable = await waitUntilReachable(
 ).catch((err) => fatal("Cannot use DATABASE_URL", err));
 if (!reachable) Deno.exit(await lifecycle.shutdown());
 // A database that is not writable yet (read-only, in recovery, starting up) is waited for with
-// backoff; one that is up to date is only read (issue 9, item 4).
+// backoff; one that is up to date is only read.
 const migrations = await readMigrations(new URL("./sql/", import.meta.url));
 const migrated = await waitUntilReachable(
   "database writes (migrations)",
@@ -151,7 +156,7 @@ await Deno.mkdir(config.storageDir, { recursive: true })
   .catch((err) => fatal(`Cannot create STORAGE_DIR "${config.storageDir}"`, err));
 
 const events = new EventHub();
-// After a burst, the drain's garbage is returned once the queues go quiet (issue 11, memory); the
+// After a burst, the drain's garbage is returned once the queues go quiet; the
 // startup's too (markActive below).
 const collector = collectWhenIdle(events, loadGc(), QUIET_MS, log);
 // Closed as shutdown begins, not in a phase: a full GC stops the world for tens of ms (hundreds
@@ -159,13 +164,26 @@ const collector = collectWhenIdle(events, loadGc(), QUIET_MS, log);
 lifecycle.stopping.addEventListener("abort", () => collector.close(), { once: true });
 const base: QueueContext = { sql, log, bootId, events };
 const listener = new Listener({
-  connect: () => connect(url!, { schema, applicationName: "textstack-listener", max: 1 }),
+  connect: (hooks) =>
+    connect(url!, {
+      schema,
+      applicationName: "textstack-listener",
+      max: 1,
+      dedicated: true,
+      ...hooks,
+    }),
   pool: sql,
   log,
   probeChannel: `${schema}._probe`,
   probeEveryMs: config.listenerProbeMs,
 });
 lifecycle.onStop("db", "listener", () => listener.close());
+// Pauses and cancel requests, shared by every instance on the database (lib/control.ts).
+const control = new QueueControl({ sql, schema, log });
+await listener.listen(control.channel, control.handler)
+  .catch((err) => fatal(`Cannot listen on channel "${control.channel}"`, err));
+await control.start();
+lifecycle.onStop("drains", "control", () => Promise.resolve(control.stop()));
 const consumers: [string, { readonly state: string }][] = [];
 const locks = new Map<string, QueueLock>();
 
@@ -183,8 +201,13 @@ async function serve({ queue, ctx, runTimeoutMs }: Consumed): Promise<void> {
     standbyRetryMs: config!.standbyRetryMs,
     runTimeoutMs,
     recycle: () => recyclePool(sql),
+    paused: () => control.paused(queue.name),
   });
   consumers.push([queue.name, consumer]);
+  control.onCancel(queue.name, (id) => consumer.cancel(id));
+  control.onPauseChange((name, paused) => {
+    if (name === queue.name && !paused) wake.notify();
+  });
   // A little inside the phase's deadline: a give-back still waiting at the deadline must surface
   // as "jobs left in flight" (exit 3), not lose the race with the phase's timer (exit 1).
   lifecycle.onStop("consumers", queue.name, (deadline) => consumer.stop(deadline - 25));
@@ -193,10 +216,21 @@ async function serve({ queue, ctx, runTimeoutMs }: Consumed): Promise<void> {
   starts.push(() => consumer.start());
 }
 const starts: (() => void)[] = [];
-const parts = QUEUES.map((queue) =>
-  queue.setup({ config: config!, base, lifecycle }, settings.get(queue))
-);
-for (const { consume } of parts) if (consume) await serve(consume);
+// A setup's own hosted drains get an advisory lock session of their own and the shared listener.
+const host = {
+  config: config!,
+  base,
+  lifecycle,
+  control,
+  lock: (name: string) => new QueueLock({ url: url!, schema, queue: name, log }),
+  listen: (table: string, wake: Wake) => listener.listen(`${schema}.${table}`, wake),
+};
+const parts = QUEUES.map((queue) => queue.setup(host, settings.get(queue)));
+// A queue not in QUEUES is not consumed here: no lock, no consumer, and none of its periodic work
+// (recovery, asset repair, retention run in its consumer's rounds). Its routes are still served.
+for (const [i, { consume }] of parts.entries()) {
+  if (consume && consumes.includes(QUEUES[i].name)) await serve(consume);
+}
 
 const token = config.internalApiToken ??
   await loadOrCreateToken(config.dataDir, log)
@@ -220,6 +254,8 @@ const { registry } = createMetrics({
     Object.assign({ events: events.droppedTotal }, ...parts.map((p) => p.channelDrops?.() ?? {})),
   poolMax: { pool: sql.options.max, listener: 1, locks: locks.size },
   listener,
+  paused: (queue) => control.paused(queue),
+  processMetrics: true,
 });
 const app = createApi({
   token,
@@ -228,17 +264,36 @@ const app = createApi({
   lifecycle,
   health: () => Promise.resolve({ bootId }),
   ready: async () => {
-    // Bounded: a black-holed pool must not hang the probe past the load balancer's timeout.
-    // The unauthenticated body names the failed check, never the server's address or the raw
-    // error (that goes to the log, redacted).
+    // Every in-process queue: its consumer's state here, or "not consumed here" (QUEUES), which is
+    // fine: another instance consumes it.
+    const states = new Map(consumers);
+    const queues = Object.fromEntries(
+      VIEWS.filter((v) => v.consumer === "worker").map((v) => [
+        v.name,
+        states.get(v.name)?.state ?? "not consumed here",
+      ]),
+    );
+    const fine = listener.live &&
+      Object.values(queues).every((state) =>
+        state === "holding" || state === "standing-by" || state === "not consumed here"
+      );
+    // Bounded: a black-holed pool must not hang the probe past the load balancer's timeout, and
+    // when another check already says unready (a failover: the locks and the listener are gone),
+    // the answer does not wait long for the database. A server in recovery (a standby the pool
+    // reached) takes no writes: not ready.
+    const budgetMs = fine ? 2000 : 250;
     const database = await Promise.race([
-      sql`select 1`.then(() => "ok", (err) => {
-        log.warn({ err: redactError(err) }, "readiness: database check failed");
-        return "failed: the database did not answer the check";
-      }),
-      sleep(2000).then(() => "failed: no answer within 2000 ms"),
+      sql<{ recovering: boolean }[]>`select pg_is_in_recovery() as recovering`.then(
+        ([row]) => row.recovering ? "in recovery (a standby): waiting for a primary" : "ok",
+        // The unauthenticated body names the failed check, never the server's address or the
+        // raw error (that goes to the log, redacted).
+        (err) => {
+          log.warn({ err: redactError(err) }, "readiness: database check failed");
+          return "failed: the database did not answer the check";
+        },
+      ),
+      sleep(budgetMs).then(() => `failed: no answer within ${budgetMs} ms`),
     ]);
-    const queues = Object.fromEntries(consumers.map(([name, c]) => [name, c.state]));
     const pooler = [...locks.values()].some((l) => l.poolerSuspected);
     const checks = {
       migrated: true,
@@ -247,16 +302,23 @@ const app = createApi({
       listener: listener.live ? "live" : listener.degraded ? "degraded" : "starting",
       pooler: pooler ? "suspected: the worker needs a direct connection" : "none",
     };
-    const ready = database === "ok" && listener.live && !pooler &&
-      Object.values(queues).every((state) => state === "holding" || state === "standing-by");
-    return { ready, checks };
+    const ready = database === "ok" && fine && !pooler;
+    // A paused queue is an operator's choice, not a fault: shown, never unready.
+    const paused = VIEWS.map((v) => v.name).filter((name) => control.paused(name));
+    return { ready, checks, paused, instance };
   },
-  routes: Object.assign({}, ...parts.map((p) => p.routes)),
+  routes: Object.assign({
+    "/queues": queuesRoutes({
+      views: VIEWS,
+      cache,
+      control,
+      consumerState: (queue) => consumers.find(([name]) => name === queue)?.[1].state ?? null,
+    }),
+  }, ...parts.map((p) => p.routes)),
   unlimitedBodies: parts.flatMap((p) => p.unlimitedBodies ?? []),
   apps: [
     metricsRoutes(registry, metricsToken),
-    // Loaded on the first /admin request: a worker nobody watches does not hold the dashboard
-    // (issue 11, memory).
+    // Loaded on the first /admin request: a worker nobody watches does not hold the dashboard.
     {
       prefix: "/admin",
       load: async () =>
@@ -265,7 +327,9 @@ const app = createApi({
           views: VIEWS,
           cache,
           ctx: base,
+          control,
           locks,
+          instance,
           events,
           lifecycle,
           log,

@@ -1,7 +1,8 @@
 /**
  * The worker's command line as a checkout starts it: its `deno.json` `start` task (the Dockerfile's
- * ENTRYPOINT is the same, tests/process/dockerfile_test.ts), so a bench measuring another checkout
- * (`--checkout`) runs that checkout's V8 flags too.
+ * ENTRYPOINT is the same with its paths scoped, tests/process/dockerfile_test.ts), so a bench measuring
+ * another checkout (`--checkout`) runs that checkout's permissions and V8 flags too, and the
+ * process tests (tests/_worker.ts) run the worker with the task's permissions.
  *
  * @module
  */
@@ -12,7 +13,7 @@
  * @param dir the checkout's root directory (absolute path).
  * @param v8Flags V8 flags to add to the task's own `--v8-flags` (a later flag overrides an earlier
  *   one), e.g. `["--max-semi-space-size=2"]`.
- * @returns e.g. `["run", "-A", "--v8-flags=--max-semi-space-size=4", "/work/main/main.ts"]`.
+ * @returns e.g. `["run", "--allow-net", …, "--v8-flags=--max-semi-space-size=4", "/work/main/main.ts"]`.
  * @throws Error when the task is not `deno … main.ts`.
  */
 export function startArgs(dir: string, v8Flags: string[] = []): string[] {

@@ -1,7 +1,8 @@
 /**
  * `deno task fidelity`: the fidelity report on the regression set (issue 10, "Measured"). Per book:
  * chapters found against expected (count, and titles equal), the share of the source's visible
- * words kept in the chapters, Project Gutenberg licence text left in, title and author found,
+ * words kept in the chapters, Project Gutenberg licence text left in, the licence kept with the
+ * edition instead, internal links that land nowhere, title and author found,
  * warnings, and speed and memory: the first extraction's time and MB/s (of wall-clock and of CPU
  * time, as a worker that just started sees it), a second extraction's MB/s of CPU time (a warm
  * worker, as in a run of jobs) and the peak RSS (Linux `VmHWM`) of the first. Each book is
@@ -17,8 +18,8 @@
  * on a shared machine they measure the neighbours too.
  *
  * The source's visible words: see `bench/_visible_text.ts`. A word is a run of letters or digits;
- * the share kept counts each source word at most as often as the chapters (and their titles) hold
- * it.
+ * the share kept counts each source word at most as often as the chapters (and their titles) and
+ * the licence kept with the edition hold it.
  *
  * @module
  */
@@ -26,6 +27,7 @@ import process from "node:process";
 import { join } from "node:path";
 import { extractInProcess } from "../books/extract_in_process.ts";
 import { htmlText } from "../books/sanitize.ts";
+import { brokenLinks } from "./_book_links.ts";
 import { type BigBook, bigBooks } from "./_big_books.ts";
 import { layOut, readSet } from "./_regression_set.ts";
 import { visibleSourceText } from "./_visible_text.ts";
@@ -40,6 +42,10 @@ interface Measure {
   kept: number;
   /** Chapters holding Project Gutenberg licence or frame text. */
   boilerplate: number;
+  /** Internal links that name no chapter, resource or id of the book (`bench/_book_links.ts`). */
+  brokenLinks: number;
+  /** Characters of licence text kept with the edition (`ExtractedBook.licence`), 0 for none. */
+  licenceChars: number;
   bytes: number;
   /** The first extraction: wall-clock and CPU time, ms. */
   wallMs: number;
@@ -114,6 +120,8 @@ async function report(large: boolean, only: string | null): Promise<number> {
       "titles",
       "kept",
       "licence",
+      "licence kept",
+      "broken links",
       "title",
       "author",
       "1st ms",
@@ -154,6 +162,7 @@ function judge(book: Expected, measure: Measure): string[] {
   if (measure.kept < 0.99) problems.push("text lost");
   // An EPUB's pages are the publisher's (tests/books/regression_set_test.ts): counted, not judged.
   if (measure.boilerplate > 0 && !book.file.endsWith(".epub")) problems.push("licence text");
+  if (measure.brokenLinks > 0) problems.push("broken links");
   return problems;
 }
 
@@ -193,6 +202,8 @@ function row(book: Expected, measure: Measure, problems: string[]): string[] {
     titlesEqual,
     `${(measure.kept * 100).toFixed(2)} %`,
     String(measure.boilerplate),
+    measure.licenceChars === 0 ? "—" : `${measure.licenceChars} ch`,
+    String(measure.brokenLinks),
     measure.title === book.title ? "yes" : "no",
     measure.author === book.author ? "yes" : "no",
     measure.wallMs.toFixed(0),
@@ -239,9 +250,13 @@ async function measureOne(path: string): Promise<Measure> {
     `${chapter.title}\n${htmlText(chapter.html)}`
   );
   const { title, author } = book;
+  const broken = brokenLinks(book).length;
+  const licenceChars = book.licence?.length ?? 0;
+  // The licence kept with the edition is kept too: the reader finds it on the edition's page.
+  const licence = book.licence ?? "";
   const warnings = (book.warnings ?? []).map((warning) => warning.message);
   book = null;
-  const kept = keptShare(await visibleSourceText(path), chapterTexts.join("\n"));
+  const kept = keptShare(await visibleSourceText(path), `${chapterTexts.join("\n")}\n${licence}`);
   const warmBefore = process.cpuUsage();
   await extractInProcess(path, signal);
   const warm = process.cpuUsage(warmBefore);
@@ -252,6 +267,8 @@ async function measureOne(path: string): Promise<Measure> {
     warnings,
     kept,
     boilerplate: chapterTexts.filter((text) => BOILERPLATE.test(text)).length,
+    brokenLinks: broken,
+    licenceChars,
     bytes,
     wallMs,
     cpuMs: (cpu.user + cpu.system) / 1000,

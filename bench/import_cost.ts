@@ -78,7 +78,7 @@ export const GROUPS: ReadonlyArray<readonly [string, ReadonlyArray<string>]> = [
     "../queues/seo_backfill/setup.ts",
     "../lib/channel.ts",
     "../lib/drain.ts",
-    "../queues/auto_publish/indexnow.ts",
+    "../queues/auto_publish/_indexnow.ts",
   ]],
   ["queue views", [
     "../queues/ingestion/view.ts",

@@ -11,7 +11,8 @@
  *   job, wake latency, drain throughput, RSS and the scale of claim and recovery, beside the
  *   issue's targets.
  *
- * Flags: `--runtime` runs the runtime section only; `--peer` adds graphile-worker beside it (npm,
+ * Flags: `--operations` runs the operations section only (bench/operations.ts: the list routes,
+ * the dashboard and a bulk retry on 1,000,000 jobs); `--runtime` runs the runtime section only; `--peer` adds graphile-worker beside it (npm,
  * under Node; not part of CI); `--no-scale` skips its 1M-row scale part; `--checkout <dir>`
  * measures another checkout's worker in the runtime section's ingestion and scale parts, and
  * drains this checkout's ingestion beside it (before and after in one run); `--rounds <n>` repeats the drains in interleaved rounds and takes the
@@ -36,6 +37,7 @@ const { values: flags } = parseArgs({
   args: Deno.args,
   options: {
     runtime: { type: "boolean", default: false },
+    operations: { type: "boolean", default: false },
     peer: { type: "boolean", default: false },
     "no-scale": { type: "boolean", default: false },
     checkout: { type: "string" },
@@ -69,6 +71,17 @@ if (!url) {
   });
   url = pg.url;
   stopEmbedded = pg.stop;
+}
+if (flags.operations) {
+  // The operator's reads and the bulk retry on 1,000,000 jobs (bench/operations.ts), alone.
+  const { operationsBench, printOperations } = await import("./operations.ts");
+  let ok = false;
+  try {
+    ok = printOperations(await operationsBench(url));
+  } finally {
+    await stopEmbedded();
+  }
+  Deno.exit(ok ? 0 : 1);
 }
 if (!flags.runtime) await firstSections(url, stopEmbedded);
 

@@ -3,7 +3,7 @@
  * drain throughput, memory and scale, each printed beside its issue target with pass/fail; with
  * `--peer`, graphile-worker beside it (bench/peer.ts) and the ratios the targets name.
  *
- * - (a) No-op queue (bench/noop_queue.ts) drained by the real `Consumer`, composed in process as
+ * - (a) No-op queue (examples/noop/mod.ts) drained by the real `Consumer`, composed in process as
  *   main.ts `serve()` does (QueueLock, Wake, listenForWakes).
  * - (b) Ingestion of a tiny book by `main.ts`, spawned for real: {@linkcode INGESTION_JOBS} jobs,
  *   its RSS idle before them and {@linkcode IDLE_MS} after them.
@@ -34,7 +34,7 @@ import { listenForWakes } from "../lib/listener.ts";
 import { QueueLock } from "../lib/lock.ts";
 import { Consumer } from "../lib/consumer.ts";
 import { migrate, readMigrations } from "../lib/migrate.ts";
-import * as noop from "./noop_queue.ts";
+import * as noop from "../examples/noop/mod.ts";
 import {
   type Cost,
   OBSERVER,
@@ -190,7 +190,7 @@ async function drainNoop(
       ? "no-op control window (no jobs)"
       : `no-op drain of ${jobs} jobs${count ? "" : " (rate only)"}`,
   );
-  await obs.query((sql) => sql`truncate bench_noop_jobs`);
+  await obs.query((sql) => sql`truncate noop_jobs`);
   const worker = await startNoopWorker(url, obs.schema);
   let completed = 0;
   let target = 0;
@@ -204,7 +204,7 @@ async function drainNoop(
     idle = Promise.withResolvers<void>();
     const timer = setTimeout(() => idle.reject(new Error("The no-op drain timed out")), 300_000);
     await obs.query((sql) =>
-      sql`insert into bench_noop_jobs (status) select 'Queued' from generate_series(1, ${jobs})`
+      sql`insert into noop_jobs (status) select 'Queued' from generate_series(1, ${jobs})`
     );
     await idle.promise.finally(() => clearTimeout(timer));
   };
@@ -213,7 +213,7 @@ async function drainNoop(
     await idle.promise;
     await batch(WARMUP_JOBS);
     const [{ last }] = await obs.query((sql) =>
-      sql<{ last: string }[]>`select max(id) as last from bench_noop_jobs`
+      sql<{ last: string }[]>`select max(id) as last from noop_jobs`
     );
     let from, backgroundPerS;
     if (count) {
@@ -229,7 +229,7 @@ async function drainNoop(
     const [{ ms }] = await obs.query((sql) =>
       sql<{ ms: number }[]>`
         select extract(epoch from max(finished_at) - min(claimed_at)) * 1000 as ms
-        from bench_noop_jobs where id > ${last}`
+        from noop_jobs where id > ${last}`
     );
     const drainS = Number(ms) / 1000;
     return {
@@ -265,7 +265,7 @@ interface WakePath {
 // this machine's real-time clock.
 async function wakeLatency(url: string, obs: Observer) {
   progress(`no-op wake latency, ${LATENCY_JOBS} jobs one at a time`);
-  await obs.query((sql) => sql`truncate bench_noop_jobs`);
+  await obs.query((sql) => sql`truncate noop_jobs`);
   const latencyWorker = await startNoopWorker(url, obs.schema);
   const listening = Promise.withResolvers<void>();
   latencyWorker.onClaim = (job) => {
@@ -282,7 +282,7 @@ async function wakeLatency(url: string, obs: Observer) {
     latencyWorker.onComplete = () => done.resolve();
     latencyWorker.onWake = () => void (isNaN(at.heard) && (at.heard = epochMs()));
     latencyWorker.onClaimSent = () => void (isNaN(at.sent) && (at.sent = epochMs()));
-    await obs.query((sql) => sql`insert into bench_noop_jobs default values`);
+    await obs.query((sql) => sql`insert into noop_jobs default values`);
     at.acked = epochMs();
     const timer = setTimeout(() => done.reject(new Error("A latency job was not run")), 10_000);
     await done.promise.finally(() => clearTimeout(timer));
@@ -295,7 +295,7 @@ async function wakeLatency(url: string, obs: Observer) {
       select extract(epoch from pg_xact_commit_timestamp(enqueued_xid::text::xid)) * 1000
                as committed,
              extract(epoch from claimed_at) * 1000 as claimed
-      from bench_noop_jobs where status = 'Completed' order by id`
+      from noop_jobs where status = 'Completed' order by id`
   );
   const paths: WakePath[] = rows.map((r, i) => ({
     heard: seen[i].heard - Number(r.committed),

@@ -13,7 +13,7 @@ const RESOURCE_PATH = /^res\/(?!\.)[A-Za-z0-9._-]+$/;
 
 /**
  * Chapter files written at once. Each write is a round trip to the runtime's I/O threads; written
- * one after another, a two-chapter book waited for two of them (issue 11).
+ * one after another, a two-chapter book waited for two of them.
  */
 const WRITES_IN_FLIGHT = 8;
 
@@ -38,7 +38,7 @@ export interface AssetResource {
  * Files are written into a temporary directory renamed into place, so a crash mid-write never
  * leaves a half-written version under its final name. With `inPlace` they are written straight
  * into the version's directory (one mkdir, no staging, no rename): for a version nothing else was
- * ever written under, a new edition's first (issue 11). A crash then leaves it partial under its
+ * ever written under, a new edition's first. A crash then leaves it partial under its
  * final name, which is as good as absent: the database says it was never completed
  * (`editions.assets_version`), and the repair rewrites it with staging.
  *

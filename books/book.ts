@@ -10,6 +10,17 @@ import { basename, extname } from "node:path";
 /** A book file format, chosen by file extension. */
 export type BookFormat = "text" | "markdown" | "html" | "epub";
 
+/** File extension (lower case) → the format it is read as. */
+export const FORMATS: ReadonlyMap<string, BookFormat> = new Map([
+  [".txt", "text"],
+  [".md", "markdown"],
+  [".markdown", "markdown"],
+  [".html", "html"],
+  [".htm", "html"],
+  [".xhtml", "html"],
+  [".epub", "epub"],
+]);
+
 /** One chapter: its title and its body as a sanitised XHTML fragment, without the title heading. */
 export interface ExtractedChapter {
   /** Plain-text chapter title, whitespace collapsed; never empty (falls back to `Chapter N`). */
@@ -21,8 +32,33 @@ export interface ExtractedChapter {
 /** Page-progression direction of an edition: left to right, or right to left. */
 export type TextDirection = "ltr" | "rtl";
 
+/** Primary language subtags written right to left. */
+export const RTL_LANGUAGES: ReadonlySet<string> = new Set([
+  "ar",
+  "he",
+  "iw",
+  "fa",
+  "ur",
+  "yi",
+  "ps",
+  "sd",
+  "ug",
+  "dv",
+  "ckb",
+]);
+
 /**
- * What a reader would notice was imperfect in a book (issue 10, "Say what was imperfect"):
+ * The direction a language is written in.
+ *
+ * @param language a BCP 47 tag (`fa`, `he-IL`, `en_GB`).
+ * @returns `rtl` when its primary subtag is in {@linkcode RTL_LANGUAGES}, else `ltr`.
+ */
+export function languageDirection(language: string): TextDirection {
+  return RTL_LANGUAGES.has(language.toLowerCase().split(/[-_]/)[0]) ? "rtl" : "ltr";
+}
+
+/**
+ * What a reader would notice was imperfect in a book:
  * - `no_headings`: no chapter headings were found, so the book is one chapter;
  * - `spine_item_skipped`: an EPUB spine item shows nothing or cannot be shown, and was left out;
  * - `resource_missing`: an image, link target or other file the book refers to is not in it;
@@ -70,6 +106,12 @@ export interface ExtractedBook {
   warnings?: BookWarning[];
   /** The files the chapters refer to; absent means none. */
   resources?: BookResource[];
+  /**
+   * The book's licence or rights statement, kept with the edition and never in a chapter: a
+   * Project Gutenberg frame's licence text (plain text, `\n` line ends), an EPUB's `dc:rights`;
+   * `null`/absent when the book states none.
+   */
+  licence?: string | null;
 }
 
 /**

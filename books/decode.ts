@@ -3,8 +3,8 @@
  * `<meta charset>`), else UTF-8 when the bytes are valid UTF-8, else UTF-16 without a mark when
  * its zero bytes show it, else a guess by `chardet` — and refusing bytes that are binary data, not
  * text. Shared by the text formats and the EPUB reader (each XHTML document of an EPUB may declare
- * its own encoding in its XML prolog). Issue 10: "Latin-1 texts and HTML that declares its charset:
- * `Failed`, 'not valid UTF-8'".
+ * its own encoding in its XML prolog). A Latin-1 text, or HTML that declares its charset, is
+ * read as such, never refused as "not valid UTF-8".
  *
  * @module
  */
@@ -18,7 +18,11 @@ export type DecodeKind = "text" | "markdown" | "html" | "xml";
 
 /** Decoded text and how its encoding was found. */
 export interface DecodedText {
-  /** The text, without a byte-order mark. */
+  /**
+   * The text, without a byte-order mark, its line ends all `\n` (a `\r\n` or lone `\r` read as
+   * one) and in Unicode Normalization Form C: the same book saved on Windows, on an old Mac, or
+   * by a tool that decomposes accents reads the same to every parser after this.
+   */
   text: string;
   /** WHATWG name of the encoding used, e.g. `"utf-8"`, `"windows-1252"`, `"utf-16le"`. */
   encoding: string;
@@ -72,7 +76,8 @@ const ALLOWED_CONTROLS: ReadonlySet<number> = new Set([0x09, 0x0a, 0x0c, 0x0d, 0
  *
  * @param bytes the file's bytes.
  * @param kind what the bytes are, for the declarations looked for.
- * @returns the text (no byte-order mark), the encoding's WHATWG name and a warning when guessed.
+ * @returns the text (no byte-order mark, `\n` line ends, NFC), the encoding's WHATWG name and a
+ *   warning when guessed.
  * @throws BinaryDataError when the bytes decode to text holding more than 1 % control characters,
  *   or (`"text"`) any U+0000: a binary file, not a book.
  */
@@ -234,6 +239,21 @@ function detect(sample: Uint8Array): string {
   return "windows-1252";
 }
 
+/**
+ * Line ends and Unicode form made one, once, where text is decoded, so no parser has its own
+ * rule: `\r\n` (Windows, and Project Gutenberg's mirrors) and a lone `\r` (classic Mac OS) become
+ * `\n`, as the HTML and XML specs do on input; composed and decomposed accents become NFC, the form
+ * the W3C Character Model asks for in content (a decomposed `é` and a composed one must name the
+ * same `id`, match the same heading word, and count as the same letter).
+ *
+ * @param text decoded text.
+ * @returns the text with `\n` line ends, in NFC.
+ */
+export function normalizeText(text: string): string {
+  const lines = text.includes("\r") ? text.replace(/\r\n?/g, "\n") : text;
+  return lines.normalize("NFC");
+}
+
 /** The decoded text, unless it is really binary data. */
 function checked(
   text: string,
@@ -254,5 +274,5 @@ function checked(
   if (controls > sample.length * MAX_CONTROL_SHARE) {
     throw new BinaryDataError("the file holds control characters: it is binary data, not text");
   }
-  return { text, encoding, warning };
+  return { text: normalizeText(text), encoding, warning };
 }

@@ -4,7 +4,7 @@
  * titled from the book's own navigation (`epub_nav.ts`), its links and images rewritten to the
  * files the worker writes (`epub_links.ts`). An archive or package document that cannot be read is
  * an `UnreadableBookError` naming what is wrong; a spine item that cannot be shown is skipped with
- * a warning (issue 10: "a JPEG page in the spine failed the whole book").
+ * a warning ("a JPEG page in the spine failed the whole book").
  *
  * Linear in the book: one pass over the archive per kind of file (package, navigation, resources)
  * and per `DOCUMENT_BATCH_BYTES` of content documents, one parse per content document (the
@@ -182,13 +182,14 @@ export function extractEpub(bytes: Uint8Array, path: string, signal: AbortSignal
     pages.flatMap((page) => page !== null && page.kind !== "image" ? [page.path] : []),
   );
   const rendered: Array<RenderedChapter & { title: string }> = [];
+  let frameLicence: string | null = null;
   for (const [index, page] of pages.entries()) {
     signal.throwIfAborted();
     if (page === null) continue;
     const fallbackTitle = `${fixedLayout ? "Page" : "Chapter"} ${rendered.length + 1}`;
     const untitled = (html: string): string => shows(html, cover) ? "Cover" : fallbackTitle;
     const label = navLabels.get(page.path) ?? null;
-    let chapter: SanitizedHtml & { title: string };
+    let chapter: SanitizedHtml & { title: string; framed?: boolean };
     if (page.kind === "image") {
       const src = links.resourceFor(page.path);
       const alt = escapeHtml(label ?? "");
@@ -210,13 +211,17 @@ export function extractEpub(bytes: Uint8Array, path: string, signal: AbortSignal
         continue;
       }
       try {
-        chapter = renderDocument(text, page, label, title, language, links);
+        const document = renderDocument(text, page, label, title, language, links);
+        frameLicence ??= document.licence;
+        chapter = document;
       } catch (error) {
         // Caught here, not only in the dispatcher, to name the chapter file that is at fault.
         throw fail(`"${page.path}" could not be parsed: ${describeParseError(error)}`, error);
       }
       chapter.title ||= untitled(chapter.html);
     }
+    // A page that held only the Gutenberg frame (the licence) is the edition's metadata.
+    if (chapter.blank && chapter.framed) continue;
     if (chapter.blank) {
       warn("spine_item_skipped", `Spine item "${page.path}" shows nothing; it was left out`);
       continue;
@@ -230,10 +235,13 @@ export function extractEpub(bytes: Uint8Array, path: string, signal: AbortSignal
     links.resources(),
     (svg) => new TextEncoder().encode(sanitizeSvgFile(svgText(svg))),
   );
+  const rights = list(metadata, "rights").map((node) => collapseWhitespace(text(node)))
+    .filter((value) => value !== "");
   return {
     format: "epub",
     title,
     author: readAuthor(metadata),
+    licence: frameLicence ?? (rights.length === 0 ? null : rights.join("\n")),
     language,
     direction: readDirection(attribute(spineNode, "page-progression-direction"), language),
     warnings,
@@ -288,7 +296,7 @@ function isXhtml(item: ManifestItem): boolean {
 /**
  * The content documents' bytes, each handed out once, in the order they are asked for: unpacked
  * `DOCUMENT_BATCH_BYTES` at a time, so a big book never holds all of its text unpacked at once
- * (issue 10: "Extraction time and memory grow linearly with the book").
+ * ("Extraction time and memory grow linearly with the book").
  *
  * @param paths the documents in reading order; a path may repeat (a spine item listed twice).
  * @returns a reader: the bytes of a path asked for the first time, `undefined` after that or
@@ -341,7 +349,7 @@ function coverImagePath(
 
 /**
  * Whether a page shows the cover image and no text: the cover page, which the navigation seldom
- * names and whose `<title>` is the book's (issue 10, "never the book title repeated").
+ * names and whose `<title>` is the book's.
  */
 function shows(html: string, cover: () => string | null): boolean {
   const path = cover();

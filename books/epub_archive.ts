@@ -1,7 +1,6 @@
 /**
  * An EPUB's ZIP archive as real books are zipped, and the XML and XHTML read from it, decoded by
- * `books/decode.ts`. Entry names are looked up the way a reading system finds them (issue 10, "Archives as real
- * books are zipped"): backslashes are separators, a UTF-8 name stored without the ZIP's UTF-8 flag
+ * `books/decode.ts`. Entry names are looked up the way a reading system finds them: backslashes are separators, a UTF-8 name stored without the ZIP's UTF-8 flag
  * is read as UTF-8, names compare after Unicode NFC normalisation, and case only when nothing
  * matches exactly. Sizes are bounded before anything is inflated (a ZIP bomb guard).
  *
@@ -121,7 +120,7 @@ function canonicalName(name: string): string {
 
 /**
  * Decode an XML or XHTML file of the archive. The decoding is `books/decode.ts`'s, as for every
- * text format (issue 10, "Encodings"): a byte-order mark, then the XML prolog's `encoding` (also in
+ * text format: a byte-order mark, then the XML prolog's `encoding` (also in
  * UTF-16 without a mark) or, for XHTML, a `<meta charset>`, else UTF-8, else a detected encoding.
  * Bytes not valid in the declared encoding are read as UTF-8 or as detected, never refused.
  *

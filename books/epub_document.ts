@@ -1,7 +1,7 @@
 /**
  * One EPUB content document (XHTML, or an SVG page) into a chapter: its title — the navigation's
  * label, else its first top-ranked heading (`hgroup` parts joined by ": "), else its `<title>`
- * unless that only repeats the book's title (issue 10: "EPUB chapter titles taken from the first
+ * unless that only repeats the book's title ("EPUB chapter titles taken from the first
  * heading only"; "fixed-layout books with the book title on every chapter") — the heading taken
  * out of the body, its links rewritten (`epub_links.ts`), its own `lang`/`dir` kept on a wrapper,
  * and its nodes sanitised straight from the tree (`sanitize.ts`).
@@ -12,6 +12,8 @@ import { DomUtils } from "htmlparser2";
 import { type ChildNode, type Element, isTag } from "domhandler";
 import { collapseWhitespace } from "./book.ts";
 import { type LinkRewriter, removeKeepingIds } from "./epub_links.ts";
+import { licenceText } from "./gutenberg.ts";
+import { blockText, isGutenbergFrame } from "./html_gutenberg.ts";
 import { parseMarkup } from "./markup.ts";
 import { type SanitizedHtml, sanitizeNodes } from "./sanitize.ts";
 
@@ -24,7 +26,9 @@ import { type SanitizedHtml, sanitizeNodes } from "./sanitize.ts";
  * @param bookTitle the book's title: a `<title>` that only repeats it is no chapter title.
  * @param bookLanguage the book's language: a document's own `lang` that differs is kept.
  * @param links the book's link rewriter.
- * @returns the sanitised html, whether it is blank, and the title (`""` when none was found).
+ * @returns the sanitised html, whether it is blank, the title (`""` when none was found), and
+ *   whether the document held the Project Gutenberg frame (`#pg-header`, `#pg-footer`), taken
+ *   out, with the licence text it held (`null` when none).
  * @throws RangeError when elements nest too deeply (see `books/markup.ts`).
  */
 export function renderDocument(
@@ -34,13 +38,16 @@ export function renderDocument(
   bookTitle: string,
   bookLanguage: string | null,
   links: LinkRewriter,
-): SanitizedHtml & { title: string } {
+): SanitizedHtml & { title: string; framed: boolean; licence: string | null } {
   const document = parseMarkup(source, { recognizeSelfClosing: true, recognizeCDATA: true });
   const root = document.children;
   let nodes: ChildNode[];
   let title: string | null = label;
   let ownTitle: string | null = null;
   let wrapper: { name: string; attribs: Record<string, string> } | null = null;
+  let restore: (() => void) | null = null;
+  let framed = false;
+  let frameLicence = "";
   if (page.kind === "svg") {
     const svg = DomUtils.findOne((element) => element.name === "svg", root);
     nodes = svg === null ? [] : [svg];
@@ -50,6 +57,13 @@ export function renderDocument(
     const html = DomUtils.findOne((element) => element.name === "html", root);
     const body = DomUtils.findOne((element) => element.name === "body", root);
     nodes = (body ?? html ?? document).children;
+    // A Project Gutenberg EPUB carries its frame as in its HTML: the header and the licence are
+    // the edition's metadata, not a page of the book.
+    for (const element of DomUtils.findAll(isGutenbergFrame, nodes)) {
+      if (element.attribs.id !== "pg-header") frameLicence += blockText([element]);
+      framed = true;
+      DomUtils.removeElement(element);
+    }
     const titleElement = DomUtils.findOne((element) => element.name === "title", root);
     ownTitle = titleElement === null
       ? null
@@ -59,9 +73,9 @@ export function renderDocument(
       const headingText = headingTitle(heading);
       if (title === null && headingText !== "") {
         title = headingText;
-        removeKeepingIds(heading);
+        restore = removeKeepingIds(heading);
       } else if (title !== null && comparable(headingText) === comparable(title)) {
-        removeKeepingIds(heading);
+        restore = removeKeepingIds(heading);
       }
     }
     // The document's language and direction, where they differ from the book's, stay on a wrapper.
@@ -73,11 +87,20 @@ export function renderDocument(
     if (dir === "rtl" || dir === "ltr") attribs.dir = dir;
     if (Object.keys(attribs).length > 0) wrapper = { name: "div", attribs };
   }
+  // A `<title>` in quotes ("\"Cover\"", as some converters write it) is the word inside them.
+  ownTitle = ownTitle?.replace(/^(["“'‘])(.+)["”'’]$/u, "$2") ?? null;
   if (title === null && ownTitle && comparable(ownTitle) !== comparable(bookTitle)) {
     title = ownTitle;
   }
   links.rewrite(nodes, page.path);
-  return { title: title ?? "", ...sanitizeNodes(nodes, wrapper) };
+  const frame = { framed, licence: licenceText(frameLicence) };
+  const rendered = sanitizeNodes(nodes, wrapper);
+  // A page that shows only its heading (a part's title page) shows that heading: it is a chapter.
+  if (rendered.blank && restore !== null && !framed) {
+    restore();
+    return { title: title ?? "", ...sanitizeNodes(nodes, wrapper), ...frame };
+  }
+  return { title: title ?? "", ...rendered, ...frame };
 }
 
 /**

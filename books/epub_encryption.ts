@@ -1,7 +1,7 @@
 /**
  * DRM in an EPUB: `META-INF/encryption.xml` lists every encrypted resource with its algorithm. Font
  * obfuscation (IDPF's and Adobe's) only scrambles embedded fonts and leaves the text readable;
- * anything else means the content is encrypted and no reader here can open it (issue 7: a parse
+ * anything else means the content is encrypted and no reader here can open it (a parse
  * failure, "Could not read this file. It may be corrupted or password-protected.").
  *
  * @module

@@ -1,5 +1,5 @@
 /**
- * Links inside an EPUB, rewritten for the files the worker writes (issue 10: "links keep the
+ * Links inside an EPUB, rewritten for the files the worker writes ("links keep the
  * EPUB's file names while the chapters are written as `N.html`"). Chapters are written as
  * `<n>.html` and resources as `res/<k>-<name>`, side by side in the edition's version folder, so
  * every rewritten link is relative and works when a chapter is opened straight from disk.
@@ -306,15 +306,23 @@ export function finishLinks(chapters: readonly RenderedChapter[], spineLength: n
  * the heading that became the chapter title still lands.
  *
  * @param element the element to remove.
+ * @returns a function that puts the element back where it was, in place of those spans.
  */
-export function removeKeepingIds(element: Element): void {
+export function removeKeepingIds(element: Element): () => void {
   const ids = [element, ...DomUtils.findAll(() => true, element.children)]
     .map((node) => node.attribs.id)
     .filter((id): id is string => id !== undefined && id !== "");
-  for (const id of ids) {
-    DomUtils.prepend(element, new Element("span", { id }));
-  }
+  const { parent, prev, next } = element;
+  const spans = ids.map((id) => new Element("span", { id }));
+  for (const span of spans) DomUtils.prepend(element, span);
   DomUtils.removeElement(element);
+  return () => {
+    for (const span of spans) DomUtils.removeElement(span);
+    // Its neighbours, unless the link rewrite replaced them (a broken image left as its alt).
+    if (prev !== null && prev.parent === parent) DomUtils.append(prev, element);
+    else if (next !== null && next.parent === parent) DomUtils.prepend(next, element);
+    else if (parent !== null) DomUtils.prependChild(parent, element);
+  };
 }
 
 /** The bytes of each resource, unpacked in one pass; an SVG is sanitised by `sanitizeSvg`. */

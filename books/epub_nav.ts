@@ -1,7 +1,6 @@
 /**
- * An EPUB's own navigation, the first source of its chapter titles (issue 10: "EPUB chapter titles
- * taken from the first heading only ("I" instead of "I: Loomings", which the book's own navigation
- * document gives)"): the EPUB 3 navigation document's `toc` nav, else the EPUB 2 NCX `navMap`.
+ * An EPUB's own navigation, the first source of its chapter titles (the first heading
+ * alone would give "I" where the book's own navigation gives "I: Loomings"): the EPUB 3 navigation document's `toc` nav, else the EPUB 2 NCX `navMap`.
  *
  * @module
  */

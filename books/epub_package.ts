@@ -1,13 +1,14 @@
 /**
  * Reading an EPUB's package document: the XML parser the OPF, container and NCX go through, and
- * what the metadata says about authors and direction (issue 10: "a creator with `aut` among its
+ * what the metadata says about authors and direction ("a creator with `aut` among its
  * roles, or with no role, is an author"; "Hebrew, Arabic and vertical Japanese come out with no
  * direction").
  *
  * @module
  */
+import { ALL_ENTITIES, EntityDecoder } from "@nodable/entities";
 import { XMLParser } from "fast-xml-parser";
-import { collapseWhitespace, type TextDirection } from "./book.ts";
+import { collapseWhitespace, languageDirection, type TextDirection } from "./book.ts";
 
 /** Elements that may repeat, so fast-xml-parser always gives them as arrays. */
 const REPEATED = new Set([
@@ -15,9 +16,19 @@ const REPEATED = new Set([
 ]);
 
 // removeNSPrefix: `dc:title`, `opf:role` and unprefixed names all read the same. Values stay
-// strings (parseTagValue: false), or a title "1984" would come back as a number.
+// strings (parseTagValue: false), or a title "1984" would come back as a number. htmlEntities:
+// character references (`&#39;`, `&#xE9;`) are XML's own and must be decoded, and HTML's named
+// entities (`&eacute;`, `&nbsp;`), invalid in XML, are common in NCX labels and titles: every
+// HTML5 name (the library's own table, the one fast-xml-parser uses for its common subset).
 /** The parser for the container, the package document and the NCX. */
 export const xml = new XMLParser({
+  // Entities a DOCTYPE declares are the only ones that can expand past a character or two: they
+  // stay bounded as fast-xml-parser's own decoder bounds them (100,000 characters).
+  entityDecoder: new EntityDecoder({
+    namedEntities: ALL_ENTITIES,
+    numericAllowed: true,
+    limit: { maxExpandedLength: 100_000, applyLimitsTo: "external" },
+  }),
   ignoreAttributes: false,
   attributeNamePrefix: "@_",
   removeNSPrefix: true,
@@ -26,9 +37,6 @@ export const xml = new XMLParser({
   trimValues: true,
   isArray: (name, _path, _leaf, isAttribute) => !isAttribute && REPEATED.has(name),
 });
-
-/** Primary language subtags written right to left. */
-const RTL_LANGUAGES = new Set(["ar", "he", "iw", "fa", "ur", "yi", "ps", "sd", "ug", "dv", "ckb"]);
 
 /**
  * An edition's page-progression direction.
@@ -44,7 +52,7 @@ export function readDirection(
 ): TextDirection | null {
   if (declared === "rtl" || declared === "ltr") return declared;
   if (language === null) return null;
-  return RTL_LANGUAGES.has(language.toLowerCase().split(/[-_]/)[0]) ? "rtl" : "ltr";
+  return languageDirection(language);
 }
 
 /**

@@ -1,28 +1,38 @@
 /**
  * The book-extraction entry point and this folder's public API: `extractBook` runs the extraction
- * (`extract_in_process.ts`) in a Web Worker (`extract_worker.ts`), so a slow or runaway parse never
- * blocks the main thread; the types and the error class are re-exported from `book.ts`. A tiny
+ * (`extract_in_process.ts`) in a child process (`extract_child.ts`) whose V8 heap is bounded
+ * (`CHILD_HEAP_MB`); the types and the error class are re-exported from `book.ts`. A tiny
  * plain-text book (`INLINE_BOOK_BYTES`) is extracted on the calling thread instead: for such a
- * book the worker's round trip costs more than the parse (issue 11).
+ * book the round trip costs more than the parse, and the text reader's memory is linear in its
+ * 4 KiB input.
  *
- * Why a worker: a 2 MiB HTML file of deeply nested `<div>`s parsed for 17 s on the main thread,
+ * Why a process: a 2 MiB HTML file of deeply nested `<div>`s parsed for 17 s on the main thread,
  * and the HTTP API, the queue-lock heartbeat and the 5 s shutdown budget all stalled behind it
- * (field report). An abort cannot interrupt synchronous JavaScript, but it can terminate a worker.
+ * (field report); and an EPUB of ~100 KB whose chapter expands, inside the zip limits, into
+ * millions of tiny elements grows the heap past 4 GB until V8 aborts the process that parses
+ * it. A Web Worker bounds neither: an abort can terminate it, but it shares the process's heap
+ * limit, and V8's fatal out-of-memory ends the whole process. A child with
+ * `--max-old-space-size` dies alone; its death is the book's fault (`UnreadableBookError`, the job
+ * fails on its first attempt), and its memory goes back to the system at once.
  *
- * Worker lifecycle: one worker is kept and reused, since starting one loads every format reader
- * (~60 ms). A call takes the idle worker, or starts one when there is none (the first call, after
- * an abort, or while another call runs: calls are meant to be sequential, and a concurrent one
- * gets a worker of its own rather than waiting). When a call settles, its worker becomes the idle
- * one, or is terminated when there already is one or when the book was big (`BIG_RESULT_BYTES`). An abort terminates the call's worker; so does
- * a worker that failed. The idle worker is terminated after `IDLE_MS` without a call, by an
- * unref'd timer: an idle Deno worker would otherwise keep `deno run` alive for good.
- * `closeExtractor` terminates it at once.
+ * Memory: one extraction runs at a time (a second call waits for the first to settle), so the
+ * process group holds at most this process and one child (heap `CHILD_HEAP_MB`, plus the book's
+ * bytes and its answer, at most `MAX_ANSWER_BYTES`).
+ *
+ * Child lifecycle: one child is kept and reused, since starting one costs a process and the
+ * loading of every format reader (~90 ms). A call takes the idle child or starts one. When a call
+ * settles, its child becomes the idle one, or is killed when the book was big
+ * (`BIG_RESULT_BYTES`). An abort kills the call's child (SIGKILL: a parse stops at once); so does
+ * a child that failed. The idle child is killed after `IDLE_MS` without a call, by an unref'd
+ * timer (so a script exits at most that long after its last call); a child also exits by itself
+ * when its stdin closes (this process ended). `closeExtractor` kills it at once.
  *
  * @module
  */
 import { extname } from "node:path";
 import type { ExtractedBook } from "./book.ts";
-import { decodeError, type ExtractRequest, type ExtractResponse } from "./extract_protocol.ts";
+import { decodeError, type ExtractResponse } from "./extract_protocol.ts";
+import { ExtractorChild } from "./extract_process.ts";
 
 export type {
   BookFormat,
@@ -34,30 +44,30 @@ export type {
   TextDirection,
 } from "./book.ts";
 export { UnreadableBookError } from "./book.ts";
+export { CHILD_HEAP_MB, MAX_ANSWER_BYTES } from "./extract_process.ts";
 
 /**
- * How long the idle worker is kept for the next call, in ms. Back-to-back jobs reuse it; a script
+ * How long the idle child is kept for the next call, in ms. Back-to-back jobs reuse it; a script
  * that is done exits at most this long after its last call (or at once after `closeExtractor`).
  */
 export const IDLE_MS = 2_000;
 
-const WORKER_URL = new URL("./extract_worker.ts", import.meta.url).href;
-
 /**
- * A result this big (chapter html and resources, in bytes) ends its worker instead of idling it:
- * the worker's heap, several times the book, would otherwise stay allocated beside the main
- * thread's copy of the result while the chapters are saved (issue 10: "peak worker RSS ≤ 300 MB
- * while ingesting a 10 MB book"). Starting the next worker costs ~60 ms; a big book takes seconds.
+ * A result this big (chapter html and resources, in bytes) ends its child instead of idling it:
+ * the child's heap, several times the book, would otherwise stay allocated beside this process's
+ * copy of the result while the chapters are saved ("peak worker RSS ≤ 300 MB while
+ * ingesting a 10 MB book"). Starting the next child costs ~90 ms; a big book takes seconds.
  */
 export const BIG_RESULT_BYTES = 4 * 1024 * 1024;
 
 /**
- * A plain-text book at most this big (bytes) is extracted on the calling thread, not in the worker
- * (issue 11): for a tiny book the round trip to the worker (the request, the book cloned back, the
- * worker's turn) cost ~0.4 ms, more than the parse, and the text reader is linear, so the longest
- * stall this allows is a few ms (the worst inputs measured: README "Cost per job"). Markdown and
- * HTML always go to the worker: their parsers have inputs a few KiB long that take hundreds of ms
- * (nested lists, nested elements); so does an EPUB, a small archive of a big book.
+ * A plain-text book at most this big (bytes) is extracted on the calling thread, not in the child:
+ * for a tiny book the round trip (the request, the book serialised back, the child's
+ * turn) costs more than the parse, and the text reader is linear in time and memory, so the
+ * longest stall this allows is a few ms (the worst inputs measured: README "Cost per job") and
+ * its memory a small multiple of 4 KiB. Markdown and HTML always go to the child: their parsers
+ * have inputs a few KiB long that take hundreds of ms (nested lists, nested elements); so does an
+ * EPUB, a small archive of a big book.
  */
 export const INLINE_BOOK_BYTES = 4 * 1024;
 
@@ -69,81 +79,11 @@ function resultBytes(book: ExtractedBook): number {
   return bytes;
 }
 
-/** How a request ends: the worker's answer, or an error (an abort reason, a broken worker). */
-type Outcome = { response: ExtractResponse } | { error: unknown };
-
-/** One worker and the request it is answering, if any. */
-class ExtractorWorker {
-  readonly #worker = new Worker(WORKER_URL, { type: "module" });
-  /** Settles the request in flight; `null` while idle. */
-  #settle: ((outcome: Outcome) => void) | null = null;
-  #terminated = false;
-
-  constructor() {
-    this.#worker.onmessage = (event: MessageEvent<ExtractResponse>) => {
-      this.#finish({ response: event.data });
-    };
-    this.#worker.onmessageerror = () => {
-      this.#fail(new Error("Cannot extract book: the extraction worker's answer was unreadable"));
-    };
-    this.#worker.onerror = (event: ErrorEvent) => {
-      // Handled here: unprevented, a worker's error event is rethrown in the main thread.
-      event.preventDefault();
-      this.#fail(new Error(`Cannot extract book: the extraction worker failed: ${event.message}`));
-    };
-  }
-
-  /** Whether the worker is gone (terminated, or failed) and must not be reused. */
-  get terminated(): boolean {
-    return this.#terminated;
-  }
-
-  /**
-   * Ask the worker to extract `path`: resolves with its answer, rejects with `signal.reason` as
-   * soon as the signal aborts (the caller then terminates this worker), or with an Error when the
-   * worker fails.
-   */
-  extract(path: string, signal: AbortSignal): Promise<ExtractResponse> {
-    return new Promise<ExtractResponse>((resolve, reject) => {
-      const onAbort = (): void => this.#finish({ error: signal.reason });
-      this.#settle = (outcome) => {
-        signal.removeEventListener("abort", onAbort);
-        if ("response" in outcome) resolve(outcome.response);
-        else reject(outcome.error);
-      };
-      signal.addEventListener("abort", onAbort, { once: true });
-      const request: ExtractRequest = { path };
-      this.#worker.postMessage(request);
-    });
-  }
-
-  /** Stop the worker, mid-parse or idle; a request in flight rejects. */
-  terminate(): void {
-    this.#terminated = true;
-    this.#worker.terminate();
-    this.#finish({ error: new Error("Cannot extract book: the extraction worker was terminated") });
-  }
-
-  /** Settle the request in flight, if any; a late answer after an abort is dropped here. */
-  #finish(outcome: Outcome): void {
-    const settle = this.#settle;
-    this.#settle = null;
-    settle?.(outcome);
-  }
-
-  /** The worker is broken: never reuse it; the request in flight rejects with `error`. */
-  #fail(error: Error): void {
-    this.#terminated = true;
-    this.#worker.terminate();
-    this.#finish({ error });
-  }
-}
-
-let idle: ExtractorWorker | null = null;
+let idle: ExtractorChild | null = null;
 let idleTimer: ReturnType<typeof setTimeout> | undefined;
 
 /**
- * Read a book file into its title, author and chapters, in the extraction worker.
+ * Read a book file into its title, author and chapters, in the extraction child process.
  *
  * The format comes from the extension (case-insensitive): `.txt` text, `.md`/`.markdown`
  * Markdown, `.html`/`.htm`/`.xhtml` HTML, `.epub` EPUB. Text formats are decoded as they declare,
@@ -153,18 +93,20 @@ let idleTimer: ReturnType<typeof setTimeout> | undefined;
  *
  * @param path the book file; a FIFO works, read until its writer closes it.
  * @param signal aborts the extraction promptly wherever it is (opening a FIFO, reading, parsing):
- *   the worker is terminated.
+ *   the child is killed.
  * @returns the book, with at least one chapter.
  * @throws UnreadableBookError (permanent: fail the job, do not retry) when the extension is not a
  *   known format, the file is missing, is a directory, is over 256 MiB, is empty or only
  *   whitespace, is binary data (plain text with a NUL byte, or control characters), is a broken
  *   EPUB, cannot be parsed (markup nested more than 512 deep, a stack overflow, or any other throw
- *   while parsing: `Cannot read HTML "x.html": the file could not be parsed: <why>`), or yields no
- *   chapters.
+ *   while parsing: `Cannot read HTML "x.html": the file could not be parsed: <why>`), needs more
+ *   memory than `CHILD_HEAP_MB` to parse (`…: the book is too complex to read: …`), comes to an
+ *   answer over `MAX_ANSWER_BYTES`, or yields no chapters.
  * @throws `signal.reason` (an `AbortError` `DOMException` by default) when the signal aborts.
  * @throws any other error from the file system, rebuilt with its class (`Deno.errors.*`) or else
  *   its name, and its message and `code` (e.g. `Deno.errors.NotCapable`, an `EIO` error); or an
- *   `Error` when the worker itself fails: transient, worth a retry.
+ *   `Error` when the child fails otherwise (it ended by a signal not its own): transient, worth
+ *   a retry.
  * @example
  * const book = await extractBook("/srv/uploads/moby_dick.epub", signal);
  * console.log(book.title, book.chapters.length);
@@ -173,19 +115,55 @@ export async function extractBook(path: string, signal: AbortSignal): Promise<Ex
   signal.throwIfAborted();
   const small = await extractSmallBook(path, signal);
   if (small) return small;
-  const worker = takeWorker();
-  let response: ExtractResponse;
-  try {
-    response = await worker.extract(path, signal);
-  } catch (error) {
-    // Aborted (the parse may still be running) or broken: this worker is done either way.
-    worker.terminate();
-    throw error;
+  // The child runs with every permission; a read this process may not make, it must not either.
+  if (Deno.permissions.querySync({ name: "read", path }).state !== "granted") {
+    throw new Deno.errors.NotCapable(`Requires read access to "${path}"`);
   }
-  if (response.ok && resultBytes(response.book) >= BIG_RESULT_BYTES) worker.terminate();
-  else keepWorker(worker);
-  if (response.ok) return response.book;
-  throw decodeError(response.error);
+  return await oneAtATime(signal, async () => {
+    const child = takeChild();
+    let response: ExtractResponse;
+    try {
+      response = await child.extract(path, signal);
+    } catch (error) {
+      // Aborted (the parse may still be running), out of memory or broken: done either way.
+      child.terminate();
+      throw error;
+    }
+    if (response.ok && resultBytes(response.book) >= BIG_RESULT_BYTES) child.terminate();
+    else keepChild(child);
+    if (response.ok) return response.book;
+    throw decodeError(response.error);
+  });
+}
+
+/** Settles when every extraction begun so far has settled. */
+let turn: Promise<void> = Promise.resolve();
+
+/**
+ * Run `work` once every extraction begun before it has settled: one child at a time, so the
+ * process group's memory holds one book's extraction, never two.
+ *
+ * @throws `signal.reason` when the signal aborts while waiting (the turn is passed on).
+ */
+async function oneAtATime<T>(signal: AbortSignal, work: () => Promise<T>): Promise<T> {
+  let done!: () => void;
+  const mine = new Promise<void>((resolve) => done = resolve);
+  const before = turn;
+  turn = before.then(() => mine);
+  try {
+    await new Promise<void>((resolve, reject) => {
+      const onAbort = () => reject(signal.reason);
+      signal.addEventListener("abort", onAbort, { once: true });
+      before.then(() => {
+        signal.removeEventListener("abort", onAbort);
+        resolve();
+      });
+    });
+    signal.throwIfAborted();
+    return await work();
+  } finally {
+    done();
+  }
 }
 
 /** The modules {@linkcode extractSmallBook} uses, once loaded (an `import()` costs ~25 µs a call). */
@@ -198,14 +176,14 @@ let inlineReader:
  * loads on first use, so a process that never reads a small book never holds it.
  *
  * @returns the book; null when the file is not such a book (another format, a bigger or growing
- *   file, not a regular file, or one `stat` cannot see): the worker then reads it and reports its
+ *   file, not a regular file, or one `stat` cannot see): the child then reads it and reports its
  *   errors.
  * @throws what `extractInProcess` throws for the file.
  */
 async function extractSmallBook(path: string, signal: AbortSignal): Promise<ExtractedBook | null> {
   if (extname(path).toLowerCase() !== ".txt") return null;
   // stat, not open: opening a FIFO blocks until a writer comes, and `stat` never does. Its size
-  // spares a big book a read here before the worker's.
+  // spares a big book a read here before the child's.
   const info = await Deno.stat(path).catch(() => null);
   if (!info?.isFile || info.size > INLINE_BOOK_BYTES) return null;
   const [{ readBookFile }, { parseBook }] = await (inlineReader ??= Promise.all([
@@ -220,8 +198,8 @@ async function extractSmallBook(path: string, signal: AbortSignal): Promise<Extr
 }
 
 /**
- * Terminate the idle extraction worker now instead of after `IDLE_MS`, e.g. before a script or a
- * test file ends. A call in flight keeps its worker; once it settles, that worker idles as usual.
+ * Kill the idle extraction child now instead of after `IDLE_MS`, e.g. before a script or a test
+ * file ends. A call in flight keeps its child; once it settles, that child idles as usual.
  */
 export function closeExtractor(): void {
   clearTimeout(idleTimer);
@@ -230,26 +208,25 @@ export function closeExtractor(): void {
   idle = null;
 }
 
-function takeWorker(): ExtractorWorker {
+function takeChild(): ExtractorChild {
   clearTimeout(idleTimer);
   idleTimer = undefined;
-  // An idle worker can have failed (its error event) since its last call.
-  const worker = idle !== null && !idle.terminated ? idle : new ExtractorWorker();
+  // An idle child can have died since its last call.
+  const child = idle !== null && !idle.terminated ? idle : new ExtractorChild();
   idle = null;
-  return worker;
+  return child;
 }
 
-/** Make a worker whose call settled the idle one, or terminate it when there already is one. */
-function keepWorker(worker: ExtractorWorker): void {
-  if (worker.terminated) return;
+/** Make a child whose call settled the idle one, or kill it when there already is one. */
+function keepChild(child: ExtractorChild): void {
+  if (child.terminated) return;
   if (idle !== null) {
-    worker.terminate();
+    child.terminate();
     return;
   }
-  idle = worker;
+  idle = child;
   clearTimeout(idleTimer);
   const timer = setTimeout(closeExtractor, IDLE_MS);
-  // The worker already keeps the process alive; the timer must not add to that.
   Deno.unrefTimer(timer);
   idleTimer = timer;
 }

@@ -1,8 +1,8 @@
 /**
  * Extraction itself, on the calling thread: pick the format from the file extension, read the
  * file (abortable, bounded), hand it to that format's reader, refuse a result with no chapters,
- * and make what comes out storable. `extract_worker.ts` runs this off the main thread; the public
- * `extractBook` (`extract.ts`) talks to that worker, and calls {@linkcode parseBook} itself only
+ * and make what comes out storable. `extract_child.ts` runs this in a child process; the public
+ * `extractBook` (`extract.ts`) talks to that child, and calls {@linkcode parseBook} itself only
  * for a tiny plain-text book (`INLINE_BOOK_BYTES`).
  *
  * Failure classes, decided here once: anything a format reader or its libraries throw while
@@ -17,6 +17,7 @@ import {
   type BookWarning,
   describeParseError,
   type ExtractedBook,
+  FORMATS,
   unreadableBook,
   UnreadableBookError,
 } from "./book.ts";
@@ -24,18 +25,8 @@ import { extractEpub } from "./epub.ts";
 import { extractHtml } from "./html_book.ts";
 import { extractMarkdown } from "./markdown.ts";
 import { decodeBookText, isBlank, readBookFile } from "./read.ts";
+import { vetBookResources } from "./resource_types.ts";
 import { extractText } from "./text.ts";
-
-/** File extension (lower case) → the format it is read as. */
-const FORMATS: ReadonlyMap<string, BookFormat> = new Map([
-  [".txt", "text"],
-  [".md", "markdown"],
-  [".markdown", "markdown"],
-  [".html", "html"],
-  [".htm", "html"],
-  [".xhtml", "html"],
-  [".epub", "epub"],
-]);
 
 /**
  * Read a book file into its title, author and chapters, on this thread.
@@ -48,9 +39,9 @@ const FORMATS: ReadonlyMap<string, BookFormat> = new Map([
  *
  * @param path the book file; a FIFO works, read until its writer closes it.
  * @param signal aborts the read promptly, even while opening or reading blocks; checked between
- *   chapters too. A parse in progress is not interrupted: run this in a worker to bound that.
- * @returns the book, with at least one chapter, its `warnings` (possibly empty), and no U+0000
- *   anywhere.
+ *   chapters too. A parse in progress is not interrupted: run this in a child process to bound that.
+ * @returns the book, with at least one chapter, its `warnings` (possibly empty), no U+0000
+ *   anywhere, and only resources whose bytes are an image, audio, video or (sanitised) SVG file.
  * @throws UnreadableBookError when the extension is not a known format, the file is missing, is
  *   a directory, is over 256 MiB, is empty or only whitespace, is binary data (plain text with a NUL
  *   byte, or control characters), is a broken EPUB, cannot be parsed (nested too deeply, or any
@@ -74,7 +65,9 @@ export async function extractInProcess(
         : `Cannot read book "${path}": unknown file type "${extension}", expected one of ${known}`,
     );
   }
-  return parseBook(format, await readBookFile(path, format, signal), path, signal);
+  const book = parseBook(format, await readBookFile(path, format, signal), path, signal);
+  // A resource is what its bytes are, never what the book declares (books/resource_types.ts).
+  return await vetBookResources(book);
 }
 
 /**
@@ -149,6 +142,7 @@ function replaceNul(book: ExtractedBook): ExtractedBook {
     author: book.author === null ? null : clean(book.author),
     // jsonb refuses U+0000 even more strictly than text: warnings quote file names.
     language: typeof book.language === "string" ? clean(book.language) : book.language,
+    licence: typeof book.licence === "string" ? clean(book.licence) : book.licence ?? null,
     warnings: (book.warnings ?? []).map((warning) => ({
       ...warning,
       message: clean(warning.message),

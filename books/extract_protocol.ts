@@ -1,20 +1,49 @@
 /**
- * The messages between `extractBook` (`extract.ts`) and its worker (`extract_worker.ts`), and how
- * an error crosses between them. Structured clone keeps only an error's message and a standard
- * name, so `UnreadableBookError` and `Deno.errors.*` would arrive as plain `Error`s and the caller
- * could no longer tell permanent from transient; they travel as plain data and are rebuilt.
+ * The messages between `extractBook` (`extract.ts`) and its child process (`extract_child.ts`),
+ * how an answer is framed on the child's stdout, and how an error crosses between them.
+ * Serialisation (`node:v8`, the structured clone format) keeps only an error's message and a
+ * standard name, so `UnreadableBookError` and `Deno.errors.*` would arrive as plain `Error`s and
+ * the caller could no longer tell permanent from transient; they travel as plain data and are
+ * rebuilt.
  *
  * @module
  */
+import { deserialize, serialize } from "node:v8";
 import type { ExtractedBook } from "./book.ts";
 import { UnreadableBookError } from "./book.ts";
 
-/** Main → worker: extract this file. One request at a time per worker. */
+/** Worker → child: extract this file, sent as one JSON line. One request at a time per child. */
 export interface ExtractRequest {
   path: string;
 }
 
-/** Worker → main: the answer to the request in flight. */
+/** Bytes of an answer frame's header: the payload's length, a big-endian uint32. */
+export const FRAME_HEADER_BYTES = 4;
+
+/**
+ * Frame an answer for the child's stdout.
+ *
+ * @returns the header (payload length) followed by the `node:v8`-serialised response.
+ */
+export function encodeAnswer(response: ExtractResponse): Uint8Array {
+  const payload = serialize(response);
+  const frame = new Uint8Array(FRAME_HEADER_BYTES + payload.length);
+  new DataView(frame.buffer).setUint32(0, payload.length);
+  frame.set(payload, FRAME_HEADER_BYTES);
+  return frame;
+}
+
+/** The payload length a frame header announces. */
+export function frameLength(header: Uint8Array): number {
+  return new DataView(header.buffer, header.byteOffset, FRAME_HEADER_BYTES).getUint32(0);
+}
+
+/** The response a frame's payload holds. */
+export function decodeAnswer(payload: Uint8Array): ExtractResponse {
+  return deserialize(payload) as ExtractResponse;
+}
+
+/** Child → worker: the answer to the request in flight. */
 export type ExtractResponse =
   | { ok: true; book: ExtractedBook }
   | { ok: false; error: EncodedError };
@@ -32,7 +61,7 @@ export interface EncodedError {
 const MAX_CAUSES = 4;
 
 /**
- * Turn a thrown value into data that survives `postMessage`.
+ * Turn a thrown value into data that survives serialisation.
  *
  * @param error anything thrown.
  * @returns its name, message, string `code` and stack, and up to `MAX_CAUSES` causes.
@@ -44,10 +73,10 @@ export function encodeError(error: unknown): EncodedError {
 /**
  * Rebuild an error from `encodeError`'s data, as the class the caller checks for.
  *
- * @param encoded what the worker sent.
+ * @param encoded what the child sent.
  * @returns an `UnreadableBookError` for one, an instance of `Deno.errors[name]` for a Deno error
  *   (e.g. `NotCapable`, `PermissionDenied`), else an `Error` carrying the original name; each with
- *   the original message, `code`, stack (the worker's) and cause chain.
+ *   the original message, `code`, stack (the child's) and cause chain.
  */
 export function decodeError(encoded: EncodedError): Error {
   const options = encoded.cause === undefined ? undefined : { cause: decodeError(encoded.cause) };

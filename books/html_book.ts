@@ -1,13 +1,14 @@
 /**
  * HTML books: cutting the Project Gutenberg frame out of the tree, reading title and author from
  * `<title>` ("X, by Y"), `<meta name="author">`, the frame's header or a byline, and splitting
- * into chapters at the heading level that divides the book. Issue 10: "an HTML book whose
- * chapters are `<h3>` came out as 2 chapters"; "a 'By Y' heading is the author, not a chapter".
+ * into chapters at the heading level that divides the book. A book whose chapters
+ * are `<h3>` has as many chapters as `<h3>`s, and a "By Y" heading is the author, not a chapter.
  *
  * @module
  */
 import { DomUtils } from "htmlparser2";
-import { type AnyNode, type ChildNode, type Element, isTag, isText } from "domhandler";
+import { basename } from "node:path";
+import { type ChildNode, Element, isTag, isText } from "domhandler";
 import {
   type BookWarning,
   collapseWhitespace,
@@ -15,10 +16,12 @@ import {
   type ExtractedChapter,
   fileStem,
 } from "./book.ts";
-import { readGutenbergHeader } from "./gutenberg.ts";
+import { fileName, linkChapters } from "./book_links.ts";
+import { cleanHeaderField, licenceText, readGutenbergHeader } from "./gutenberg.ts";
 import { parseHtmlPage, renderChapterHtml } from "./html.ts";
 import { parseByline } from "./text.ts";
 import { classifyLine } from "./text_headings.ts";
+import { stripGutenbergFrame } from "./html_gutenberg.ts";
 
 /** Fewest links into the book that make an element a contents list. */
 const MIN_CONTENTS_LINKS = 3;
@@ -31,12 +34,6 @@ const HEADING_LEVELS: ReadonlyMap<string, number> = new Map(Object.entries({
   h5: 5,
   h6: 6,
 }));
-
-/** A Gutenberg start marker inside a text node (the HTML files put it in a `<p>`, `<pre>`…). */
-const START_TEXT = /\*{1,3}\s*START OF (?:THE |THIS )?PROJECT GUTENBERG/i;
-/** A Gutenberg end marker, or the older "End of the Project Gutenberg EBook of X" line. */
-const END_TEXT =
-  /\*{1,3}\s*END OF (?:THE |THIS )?PROJECT GUTENBERG|End of (?:the )?Project Gutenberg/i;
 
 /**
  * Read an HTML book into chapters at the heading level that divides it.
@@ -60,7 +57,15 @@ const END_TEXT =
  */
 export function extractHtml(source: string, path: string, signal: AbortSignal): ExtractedBook {
   const page = parseHtmlPage(source);
-  const frame = readGutenbergHeader(stripGutenbergFrame(page.body));
+  // `<a name="letter1">`, HTML 4's anchor, is an id to every link that names it.
+  for (const anchor of DomUtils.findAll((e) => e.name === "a" && !!e.attribs.name, page.body)) {
+    anchor.attribs.id ??= anchor.attribs.name;
+  }
+  const cut = stripGutenbergFrame(page.body);
+  const frame = {
+    ...readGutenbergHeader(cut.header),
+    licence: licenceText(cut.footer) ?? licenceText(cut.header),
+  };
   const titled = splitTitle(page.title);
   const warnings: BookWarning[] = [];
 
@@ -75,44 +80,91 @@ export function extractHtml(source: string, path: string, signal: AbortSignal): 
     });
   const h1s = headings.filter((heading) => heading.name === "h1");
   const lone = h1s.length === 1 && headings[0] === h1s[0] ? h1s[0] : null;
-  const rest = chooseSplit(headings.filter((heading) => heading !== lone));
+  const rest = chooseSplit(headings.filter((heading) => heading !== lone), page.body);
   // The lone h1 is the title heading when other headings divide the book; over a book with no
   // other heading it is the one chapter's title.
   const titleHeading = rest.size > 0 ? lone : null;
   const split = rest.size > 0 || lone === null ? rest : new Set([lone]);
   if (titleHeading !== null) DomUtils.removeElement(titleHeading);
 
+  // A title heading keeps the punctuation that led on to its subtitle ("Frankenstein;").
   const title = frame.title ?? titled.title ??
-    ((h1s.length > 0 ? headingText(h1s[0]) : "") || fileStem(path));
+    ((h1s.length > 0 ? cleanHeaderField(headingText(h1s[0])) : null) || fileStem(path));
   const sections = splitAtHeadings(page.body, (element) => split.has(element));
   // Taken out even when <meta> names the author: it is title-page furniture, not a chapter.
   byline ??= takeByline(sections[0].nodes);
   const author = page.author ?? frame.author ?? titled.author ?? byline;
 
   const chapters: ExtractedChapter[] = [];
+  // Headings with nothing under them (a part over its first chapter): shown at the top of the
+  // next chapter, so a reader still sees them, but no chapter of their own.
+  let carried: ChildNode[] = [];
   for (const section of sections) {
     signal.throwIfAborted();
     const heading = section.heading === null ? title : headingText(section.heading);
-    if (section.heading !== null && classifyLine(heading) === "contents") continue;
-    // Pictures set in the heading (a chapter's head-piece) stay with the chapter.
-    const kept = section.heading !== null && DomUtils.existsOne((node) => node.name === "img", [
-        section.heading,
-      ])
+    if (section.heading !== null && classifyLine(heading) === "contents") {
+      carried = [];
+      continue;
+    }
+    // Pictures set in the heading (a chapter's head-piece) stay with the chapter; else the
+    // heading's ids stay as empty anchors, so a link to the heading still lands.
+    const kept = section.heading === null
+      ? section.nodes
+      : DomUtils.existsOne((node) => node.name === "img", [section.heading])
       ? [section.heading, ...section.nodes]
-      : section.nodes;
+      : [...idAnchors(section.heading), ...section.nodes];
     // A document's own <title> and <head> are metadata, not text: the sanitiser keeps `title`
     // elements for SVG's sake, so drop the document-level ones here.
     const body = kept.filter((node) =>
       !(isTag(node) && (node.name === "title" || node.name === "head"))
     );
-    const { html, blank } = renderChapterHtml(dropContentsLists(body));
-    if (blank) continue;
+    const own = dropContentsLists(body);
+    // Before the first chapter, headings alone (a subtitle under the title heading) are the
+    // title page, not a chapter.
+    if (section.heading === null && split.size > 0 && isTitlePage(own)) {
+      const text = collapseWhitespace(DomUtils.textContent(own));
+      if (text !== "") {
+        warnings.push({
+          kind: "front_matter_dropped",
+          message: `Title page text left out: "${text}"`,
+        });
+      }
+      continue;
+    }
+    if (renderChapterHtml(own).blank) {
+      if (section.heading !== null) carried.push(section.heading);
+      continue;
+    }
+    const { html } = renderChapterHtml([...carried, ...own]);
+    carried = [];
     chapters.push({ title: heading || `Chapter ${chapters.length + 1}`, html });
   }
   if (split.size === 0) {
     warnings.push({ kind: "no_headings", message: "No headings found: the book is one chapter" });
   }
-  return { format: "html", title, author, chapters, warnings };
+  const htmls = linkChapters(chapters.map((chapter) => chapter.html), ownNames(path), warnings);
+  for (const [index, chapter] of chapters.entries()) chapter.html = htmls[index];
+  return {
+    format: "html",
+    title,
+    author,
+    chapters,
+    warnings,
+    licence: frame.licence,
+  };
+}
+
+/** Empty `<span id>`s for the ids on a heading and inside it, which leaves the chapter's body. */
+function idAnchors(heading: Element): Element[] {
+  return [heading, ...DomUtils.findAll(() => true, heading.children)]
+    .map((element) => element.attribs.id)
+    .filter((id): id is string => id !== undefined && id !== "")
+    .map((id) => new Element("span", { id }));
+}
+
+/** The names a link gives the book's own file (`book.html#x` is a link inside the book). */
+function ownNames(path: string): Set<string> {
+  return new Set([fileName(basename(path))]);
 }
 
 /**
@@ -120,18 +172,19 @@ export function extractHtml(source: string, path: string, signal: AbortSignal): 
  * more), else the highest level used at least twice, else the highest used; with every heading
  * above that level.
  */
-function chooseSplit(headings: Element[]): Set<Element> {
+function chooseSplit(headings: Element[], body: ChildNode[]): Set<Element> {
   const chapterLike = new Map<number, number>();
   const used = new Map<number, number>();
   for (const heading of headings) {
     const level = HEADING_LEVELS.get(heading.name) as number;
     used.set(level, (used.get(level) ?? 0) + 1);
     const kind = classifyLine(headingText(heading));
-    if (kind === "chapter" || kind === "numeral") {
+    if (kind === "chapter" || kind === "numeral" || kind === "bare") {
       chapterLike.set(level, (chapterLike.get(level) ?? 0) + 1);
     }
   }
-  const levels = [...used.keys()].sort((a, b) => a - b);
+  const parts = partLevels(headings, body);
+  const levels = [...used.keys()].sort((a, b) => a - b).filter((level) => !parts.has(level));
   let chosen = levels.find((level) =>
     (chapterLike.get(level) ?? 0) >= 2 &&
     levels.every((other) => (chapterLike.get(other) ?? 0) <= (chapterLike.get(level) ?? 0))
@@ -145,76 +198,38 @@ function chooseSplit(headings: Element[]): Set<Element> {
 }
 
 /**
- * Remove the Project Gutenberg frame from the tree: its marked sections, and everything before the
- * start marker's element and after the end marker's, at every level up to the body.
- *
- * @returns the text of the header that was removed (for its `Title:`/`Author:` lines), or `""`.
+ * The heading levels that hold only part titles: no heading of the level has anything under it
+ * before the next heading, and more headings below it hold text than it has headings (two parts
+ * over five chapters). Such a level is never the one that divides the book; its headings still
+ * split it, and each is kept at the top of its first chapter.
  */
-function stripGutenbergFrame(body: ChildNode[]): string {
-  let header = "";
-  for (
-    const element of DomUtils.findAll((candidate) => {
-      const classes = candidate.attribs.class?.split(/\s+/) ?? [];
-      return candidate.attribs.id === "pg-header" || candidate.attribs.id === "pg-footer" ||
-        classes.includes("pg-boilerplate");
-    }, body)
-  ) {
-    if (element.attribs.id === "pg-header") header += blockText([element]);
-    DomUtils.removeElement(element);
+function partLevels(headings: Element[], body: ChildNode[]): Set<number> {
+  const all = new Set(headings);
+  const holding = new Map<number, number>();
+  const empty = new Map<number, number>();
+  for (const section of splitAtHeadings(body, (element) => all.has(element))) {
+    if (section.heading === null) continue;
+    const level = HEADING_LEVELS.get(section.heading.name) as number;
+    const counts = showsSomething(section.nodes) ? holding : empty;
+    counts.set(level, (counts.get(level) ?? 0) + 1);
   }
-  const start = findMarker(body, START_TEXT);
-  if (start !== null) {
-    header += cutSiblings(start, "before");
-    DomUtils.removeElement(start);
+  const parts = new Set<number>();
+  for (const [level, count] of empty) {
+    if (holding.has(level)) continue;
+    const below = [...holding].filter(([other]) => other > level)
+      .reduce((sum, [, held]) => sum + held, 0);
+    if (below > count) parts.add(level);
   }
-  const end = findMarker(body, END_TEXT);
-  if (end !== null) {
-    cutSiblings(end, "after");
-    DomUtils.removeElement(end);
-  }
-  return header;
+  return parts;
 }
 
-/** The element holding the first text node that matches, or `null`. */
-function findMarker(nodes: ChildNode[], marker: RegExp): Element | null {
-  const [text] = DomUtils.filter((node) => isText(node) && marker.test(node.data), nodes, true, 1);
-  const parent = text?.parent;
-  return parent !== null && parent !== undefined && isTag(parent) ? parent : null;
+/** Whether nodes hold text or a picture (what a reader would see under a heading). */
+function showsSomething(nodes: ChildNode[]): boolean {
+  return DomUtils.textContent(nodes).trim() !== "" ||
+    DomUtils.existsOne((element) => SHOWN.has(element.name), nodes);
 }
 
-/** Remove the node's siblings on one side, then its parent's, up to the root; return their text. */
-function cutSiblings(node: AnyNode, side: "before" | "after"): string {
-  let removed = "";
-  let current: AnyNode | null = node;
-  while (current !== null && current.parent !== null) {
-    const siblings: ChildNode[] = current.parent.children;
-    const index = siblings.indexOf(current as ChildNode);
-    const cut = side === "before" ? siblings.slice(0, index) : siblings.slice(index + 1);
-    for (const sibling of cut) {
-      removed += blockText([sibling]);
-      DomUtils.removeElement(sibling);
-    }
-    if (isTag(current.parent) && current.parent.name === "body") break;
-    current = current.parent;
-  }
-  return removed;
-}
-
-/** Elements that end a line of text (the header's `Title:` and `Author:` are in separate ones). */
-const BLOCKS = new Set(["p", "div", "br", "pre", "li", "tr", "section", "h1", "h2", "h3", "h4"]);
-
-/** Text of the nodes with a line break after each block element, for line-based reading. */
-function blockText(nodes: ChildNode[]): string {
-  let text = "";
-  for (const node of nodes) {
-    if (isText(node)) text += node.data;
-    else if (isTag(node)) {
-      text += blockText(node.children);
-      if (BLOCKS.has(node.name)) text += "\n";
-    }
-  }
-  return text;
-}
+const SHOWN = new Set(["img", "svg", "math", "video", "audio", "picture", "object", "table"]);
 
 /**
  * A `<title>` read for the book's title and author: a Gutenberg one ("The Project Gutenberg eBook
@@ -295,7 +310,14 @@ function splitAtHeadings(nodes: ChildNode[], isSplit: (element: Element) => bool
   const visit = (children: ChildNode[]): void => {
     for (const node of children) {
       if (isTag(node) && isSplit(node)) {
-        sections.push({ heading: node, nodes: [] });
+        // An empty anchor right before the heading (`<a id="ch1"></a><h2>`) marks the heading:
+        // it goes with it, not at the end of the chapter before.
+        const before = sections[sections.length - 1].nodes;
+        let from = before.length;
+        while (from > 0 && (isBlankText(before[from - 1]) || isEmptyAnchor(before[from - 1]))) {
+          from -= 1;
+        }
+        sections.push({ heading: node, nodes: before.splice(from) });
       } else if (isTag(node) && DomUtils.existsOne(isSplit, node.children)) {
         visit(node.children);
       } else {
@@ -305,6 +327,29 @@ function splitAtHeadings(nodes: ChildNode[], isSplit: (element: Element) => bool
   };
   visit(nodes);
   return sections;
+}
+
+/** Nodes whose text is all in headings, and short: a title page's subtitle and byline. */
+function isTitlePage(nodes: ChildNode[]): boolean {
+  const text = DomUtils.textContent(nodes).trim();
+  if (text.length > MAX_TITLE_PAGE_CHARS) return false;
+  const inHeadings = DomUtils.findAll((e) => HEADING_LEVELS.has(e.name), nodes)
+    .map((heading) => DomUtils.textContent(heading)).join("");
+  return collapseWhitespace(inHeadings).length === collapseWhitespace(text).length &&
+    !DomUtils.existsOne((e) => SHOWN.has(e.name), nodes);
+}
+
+/** Longest title page left out, in characters (as for plain text, `books/text.ts`). */
+const MAX_TITLE_PAGE_CHARS = 300;
+
+function isBlankText(node: ChildNode): boolean {
+  return isText(node) && node.data.trim() === "";
+}
+
+/** An element with an `id` and nothing to show (`<a id="ch1"></a>`, `<span id="p7"/>`). */
+function isEmptyAnchor(node: ChildNode): boolean {
+  return isTag(node) && (node.attribs.id ?? node.attribs.name ?? "") !== "" &&
+    node.children.every((child) => isBlankText(child));
 }
 
 /** Take the front matter's first paragraph out when it is a `by X` byline; return the name. */

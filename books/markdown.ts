@@ -4,6 +4,7 @@
  *
  * @module
  */
+import { basename } from "node:path";
 import { Marked, type Token, type Tokens } from "marked";
 import {
   type BookWarning,
@@ -13,6 +14,7 @@ import {
   fileStem,
   unreadableBook,
 } from "./book.ts";
+import { fileName, linkChapters } from "./book_links.ts";
 import { htmlText, sanitizeChapterHtml } from "./sanitize.ts";
 import { parseByline } from "./text.ts";
 import { classifyLine } from "./text_headings.ts";
@@ -48,7 +50,7 @@ const METADATA_HEADING =
   /^(?:year|date|published|language|translator|translated by|editor|illustrator)\s*:\s*\S/i;
 
 /** `---` fenced `key: value` lines at the very top (YAML-like front matter). */
-const FRONT_MATTER = /^---[ \t]*\r?\n([\s\S]*?)\r?\n---[ \t]*(?:\r?\n|$)/;
+const FRONT_MATTER = /^---[ \t]*\n([\s\S]*?)\n---[ \t]*(?:\n|$)/;
 
 /**
  * Read a Markdown book into chapters at the heading level that divides it.
@@ -111,14 +113,16 @@ export function extractMarkdown(source: string, path: string, signal: AbortSigna
   const firstH1 = headings.find((heading) => heading.depth === 1);
   const h1Count = headings.filter((heading) => heading.depth === 1).length;
   const lone = h1Count === 1 && headings[0] === firstH1 ? firstH1 : undefined;
-  const splitDepth = chooseDepth(headings.filter((heading) => heading !== lone));
+  const splitDepth = chooseDepth(headings.filter((heading) => heading !== lone), tokens);
   // A lone leading "#" is the title heading when other headings divide the book; over a book
   // with none it is the one chapter's title.
   const titleHeading = splitDepth === Infinity ? undefined : lone;
   const depth = splitDepth === Infinity && lone !== undefined ? 1 : splitDepth;
   // "# Title: The Captain's Daughter" labels itself.
   const h1Title = firstH1 && headingText(firstH1).replace(/^title\s*:\s*/i, "");
-  const title = fields.get("title") || h1Title || fileStem(path);
+  // Never a lower section heading ("## About this book"): without a `#` or front matter title, a
+  // leading HTML `<h1>` (as GitHub READMEs set a centred title), else the file name.
+  const title = fields.get("title") || h1Title || htmlH1(tokens) || fileStem(path);
   const byline = firstH1 === undefined ? undefined : nextContent(tokens, tokens.indexOf(firstH1));
   const bylineName = byline?.type === "paragraph" ? parseByline(byline.text) : null;
   const headingByline = all.map((heading) => bylines.get(heading)).find((name) => name != null);
@@ -144,18 +148,45 @@ export function extractMarkdown(source: string, path: string, signal: AbortSigna
   }
 
   const chapters: ExtractedChapter[] = [];
+  // A heading with nothing under it (a part over its first chapter) is shown at the top of the
+  // next chapter, not as a chapter of its own.
+  let carried: Token[] = [];
   for (const section of sections) {
     signal.throwIfAborted();
     const heading = section.heading === null ? title : headingText(section.heading);
-    if (section.heading !== null && classifyLine(heading) === "contents") continue;
-    const { html, blank } = sanitizeChapterHtml(markdown.parser(section.body));
-    if (blank) continue;
+    if (section.heading !== null && classifyLine(heading) === "contents") {
+      carried = [];
+      continue;
+    }
+    if (sanitizeChapterHtml(markdown.parser(section.body)).blank) {
+      if (section.heading !== null) carried.push(section.heading);
+      continue;
+    }
+    const { html } = sanitizeChapterHtml(markdown.parser([...carried, ...section.body]));
+    carried = [];
     chapters.push({ title: heading || `Chapter ${chapters.length + 1}`, html });
   }
   const warnings: BookWarning[] = depth === Infinity
     ? [{ kind: "no_headings", message: "No headings found: the book is one chapter" }]
     : [];
+  const htmls = linkChapters(
+    chapters.map((chapter) => chapter.html),
+    new Set([fileName(basename(path))]),
+    warnings,
+  );
+  for (const [index, chapter] of chapters.entries()) chapter.html = htmls[index];
   return { format: "markdown", title, author, chapters, warnings };
+}
+
+/** The text of a leading HTML `<h1>` block, before any Markdown heading; `""` when none. */
+function htmlH1(tokens: Token[]): string {
+  for (const token of tokens) {
+    if (token.type === "heading") return "";
+    if (token.type !== "html") continue;
+    const h1 = /<h1\b[^>]*>([\s\S]*?)<\/h1>/i.exec(token.raw);
+    if (h1 !== null) return htmlText(h1[1]);
+  }
+  return "";
 }
 
 /**
@@ -163,20 +194,57 @@ export function extractMarkdown(source: string, path: string, signal: AbortSigna
  * read as chapter headings (two or more), else the highest depth used twice, else the highest
  * used; `Infinity` when there is no heading.
  */
-function chooseDepth(headings: Tokens.Heading[]): number {
+function chooseDepth(headings: Tokens.Heading[], tokens: Token[]): number {
   const chapterLike = new Map<number, number>();
   const used = new Map<number, number>();
   for (const heading of headings) {
     used.set(heading.depth, (used.get(heading.depth) ?? 0) + 1);
     const kind = classifyLine(headingText(heading));
-    if (kind === "chapter" || kind === "numeral") {
+    if (kind === "chapter" || kind === "numeral" || kind === "bare") {
       chapterLike.set(heading.depth, (chapterLike.get(heading.depth) ?? 0) + 1);
     }
   }
-  const depths = [...used.keys()].sort((a, b) => a - b);
+  const parts = partDepths(headings, tokens);
+  const depths = [...used.keys()].sort((a, b) => a - b).filter((depth) => !parts.has(depth));
   const best = Math.max(0, ...chapterLike.values());
   return (best >= 2 ? depths.find((depth) => chapterLike.get(depth) === best) : undefined) ??
     depths.find((depth) => (used.get(depth) ?? 0) >= 2) ?? depths[0] ?? Infinity;
+}
+
+/**
+ * The depths that hold only part titles (as `partLevels` in `books/html_book.ts`): no heading of
+ * the depth has anything under it before the next heading, and more headings below it hold text
+ * than it has headings.
+ */
+function partDepths(headings: Tokens.Heading[], tokens: Token[]): Set<number> {
+  const counted = new Set<Token>(headings);
+  const holding = new Map<number, number>();
+  const empty = new Map<number, number>();
+  let current: Tokens.Heading | null = null;
+  let shows = false;
+  const close = (): void => {
+    if (current === null) return;
+    const counts = shows ? holding : empty;
+    counts.set(current.depth, (counts.get(current.depth) ?? 0) + 1);
+  };
+  for (const token of tokens) {
+    if (counted.has(token)) {
+      close();
+      current = token as Tokens.Heading;
+      shows = false;
+    } else if (token.type !== "space" && token.type !== "heading") {
+      shows = true;
+    }
+  }
+  close();
+  const parts = new Set<number>();
+  for (const [depth, count] of empty) {
+    if (holding.has(depth)) continue;
+    const below = [...holding].filter(([other]) => other > depth)
+      .reduce((sum, [, held]) => sum + held, 0);
+    if (below > count) parts.add(depth);
+  }
+  return parts;
 }
 
 /** Plain text of a heading, inline markup (emphasis, links, code) rendered and stripped. */
@@ -192,7 +260,7 @@ function nextContent(tokens: Token[], index: number): Token | undefined {
 /** `key: value` lines, keys lower-cased, values unquoted; other lines (lists, nesting) ignored. */
 function parseFields(block: string): Map<string, string> {
   const fields = new Map<string, string>();
-  for (const line of block.split(/\r?\n/)) {
+  for (const line of block.split("\n")) {
     const match = /^([A-Za-z][\w-]*)\s*:\s*(.*)$/.exec(line);
     if (match === null) continue;
     const value = collapseWhitespace(match[2].replace(/^(["'])(.*)\1$/, "$2"));

@@ -127,7 +127,7 @@ async function readAll(
   // One read buffer, each chunk copied out at its real size: a FIFO yields a few KiB per read, and
   // keeping views into fresh 1 MiB buffers would hold ~1 MiB per read. Sized to a regular file
   // (one byte over, so the next read meets its end): a tiny book allocated and zeroed 1 MiB per
-  // read, ~0.3 ms of a ~6 ms job (issue 11). A file that outgrows its size gets the full chunk.
+  // read, ~0.3 ms of a ~6 ms job. A file that outgrows its size gets the full chunk.
   const sized = info.isFile && info.size > 0; // not a FIFO, a device or a /proc file
   let buffer = new Uint8Array(sized ? Math.min(CHUNK_BYTES, info.size + 1) : STREAM_CHUNK_BYTES);
   for (;;) {

@@ -4,7 +4,7 @@
  * plain text crosses the markup boundary — escaped into it, and read back out of it for titles.
  *
  * The allow-list is applied by walking the tree the reader already parsed and writing out only
- * what it allows, in one pass: no serialising and re-parsing (issue 10, "Big books stay fast and
+ * what it allows, in one pass: no serialising and re-parsing ("Big books stay fast and
  * small": the second parse was most of a MathML book's extraction time). It writes what the
  * sanitize-html configuration it replaces wrote — the same tags, attributes, escaping and `<br />`
  * — with one fix: SVG elements whose names have capitals (`linearGradient`, `clipPath`,
@@ -17,7 +17,7 @@ import { type ChildNode, isCDATA, isTag, isText } from "domhandler";
 import { collapseWhitespace } from "./book.ts";
 import { parseMarkup } from "./markup.ts";
 
-// SVG and MathML as books use them (issue 10: "Text inside SVG dropped… MathML flattened").
+// SVG and MathML as books use them ("Text inside SVG dropped… MathML flattened").
 // Written in their XML case; chapter markup is parsed as HTML, which lower-cases names (SVG's
 // camel-case element names are restored by the parser, attribute names are not), and a browser's
 // HTML parser restores the case inside <svg> and <math> (the foreign-content tables).
@@ -63,7 +63,7 @@ const MATHML_ATTRIBUTES = [
   ...["separators", "width", "height", "depth", "voffset", "encoding", "numalign", "denomalign"],
   ...["bevelled", "form", "alttext", "altimg"],
 ];
-/** Every element may keep these: link targets (`id`) and language and direction (issue 10). */
+/** Every element may keep these: link targets (`id`) and language and direction. */
 const GLOBAL_ATTRIBUTES = ["id", "lang", "dir", "title"];
 
 const lower = (names: string[]): string[] => names.map((name) => name.toLowerCase());

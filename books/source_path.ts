@@ -40,7 +40,7 @@ export function resolveSourcePath(storageDir: string, sourcePath: string): strin
  */
 export async function resolveSourceFile(storageDir: string, sourcePath: string): Promise<string> {
   const full = resolve(storageDir, resolveSourcePath(storageDir, sourcePath));
-  // Both at once: each is a round trip to the runtime's I/O threads (issue 11). The root's is
+  // Both at once: each is a round trip to the runtime's I/O threads. The root's is
   // awaited only when the file's resolved; otherwise its outcome does not matter.
   const root = Deno.realPath(storageDir);
   root.catch(() => {});

@@ -15,12 +15,8 @@ import {
 } from "./book.ts";
 import { stripGutenbergFrame } from "./gutenberg.ts";
 import { escapeHtml } from "./sanitize.ts";
-import {
-  classifyHeading,
-  classifyLine,
-  type HeadingKind,
-  MAX_HEADING_CHARS,
-} from "./text_headings.ts";
+import { type HeadingKind, MAX_HEADING_CHARS, romanValue } from "./text_headings.ts";
+import { type Block, entryKey, findContents, headingOf, isShort, toBlocks } from "./text_blocks.ts";
 
 /** How many paragraphs at the top of a book are searched for the title and byline. */
 const FRONT_MATTER_BLOCKS = 4;
@@ -32,31 +28,12 @@ const FRONT_MATTER_BLOCKS = 4;
  */
 const MAX_TITLE_PAGE_CHARS = 300;
 
-/** Fewest entries in a contents list that has no `CONTENTS` heading over it. */
-const MIN_CONTENTS_ENTRIES = 3;
-
-/** Most paragraphs in a heading group: the heading and its subtitle lines. */
-const MAX_HEADING_GROUP = 4;
-
-/**
- * A paragraph: its trimmed, non-empty lines, and what the readers below asked about it once
- * already (each is asked several times per paragraph). Kept on the array itself: a `WeakMap`
- * keyed by 200,000 paragraphs was a quarter of a long book's time (profile).
- */
-type Block = string[] & {
-  [HEADING]?: ReturnType<typeof classifyHeading>;
-  [CONTENTS_LIST]?: boolean;
-};
-
-const HEADING = Symbol("heading");
-const CONTENTS_LIST = Symbol("contentsList");
-
 /**
  * A heading paragraph, classified, with its title and the body lines under it in the paragraph.
  * `listed`: a line the book's own contents list names ("STORY OF THE DOOR").
  */
 interface Heading {
-  kind: HeadingKind | "listed";
+  kind: HeadingKind | "listed" | "letter";
   title: string;
   rest: Block;
 }
@@ -72,7 +49,7 @@ interface Heading {
  * contents list name chapters: a later paragraph that repeats one, with text under it, is a
  * heading. The heading styles (`books/text_headings.ts`) divide at this level: `CHAPTER`-style when
  * the book has any, else bare numerals with titles (`I. A SCANDAL IN BOHEMIA`) when it has two or
- * more; parts (`BOOK ONE`), front and back matter (`PREFACE`) and contents entries at every level.
+ * more, else lone numeral lines (`IV`) when they count up from `I`; parts (`BOOK ONE`), front and back matter (`PREFACE`) and contents entries at every level.
  * A heading with no text under it (a part title right over its first chapter) is not a chapter;
  * a `CONTENTS` heading's section is left out. Text before the first heading: a short title page is
  * left out (with a warning), anything else is a chapter titled like the book.
@@ -84,7 +61,7 @@ interface Heading {
  */
 export function extractText(source: string, path: string, signal: AbortSignal): ExtractedBook {
   const frame = stripGutenbergFrame(source);
-  const raw = toBlocks(frame.body.split(/\r\n|\r|\n/));
+  const raw = toBlocks(frame.body.split("\n"));
   const firstRaw = raw.findIndex((block) => headingOf(block) !== null);
   const front = readFrontMatter(
     raw.slice(0, firstRaw === -1 ? raw.length : firstRaw),
@@ -101,6 +78,9 @@ export function extractText(source: string, path: string, signal: AbortSignal): 
   contents.entries.delete(entryKey(title));
   const headings = blocks.map((block) => readHeading(block, contents.entries));
   const levels = chooseLevels(headings);
+  if (!levels.has("chapter") && !levels.has("numeral") && !levels.has("bare")) {
+    readLetterHeadings(blocks, headings, levels);
+  }
   const warnings: BookWarning[] = [];
 
   const isSplit = (heading: Heading | null): heading is Heading =>
@@ -138,7 +118,14 @@ export function extractText(source: string, path: string, signal: AbortSignal): 
       message: "No chapter headings found: the book is one chapter",
     });
   }
-  return { format: "text", title, author: frame.author ?? front.author, chapters, warnings };
+  return {
+    format: "text",
+    title,
+    author: frame.author ?? front.author,
+    chapters,
+    warnings,
+    licence: frame.licence,
+  };
 }
 
 /** The paragraph as a heading, when it is one (by its style, or named by the contents); else `null`. */
@@ -172,146 +159,45 @@ function chooseLevels(headings: (Heading | null)[]): Set<Heading["kind"]> {
   const levels = new Set<Heading["kind"]>(["part", "matter", "contents", "listed"]);
   if (count("chapter") > 0) levels.add("chapter");
   else if (count("numeral") >= 2) levels.add("numeral");
+  else if (countsUp(headings.filter((heading) => heading?.kind === "bare"))) levels.add("bare");
   return levels;
 }
 
 /**
- * Take the contents lists out of the paragraphs: single-spaced ones (a paragraph of heading
- * lines) and runs of title-like paragraphs (see `extractText`).
- *
- * @returns the paragraphs left, and the contents entries' keys (see `entryKey`).
+ * A dictionary's or glossary's sections: paragraphs that are one capital letter alone (`A`, `B`,
+ * … `Z`), three or more, in alphabetical order from the first letter of the alphabet (A, А, Α).
+ * Where they run so, they divide the book (when no chapter heading does) and become its
+ * headings, in `headings` and `levels`; a lone `I`, `C` or `X` among them is a letter, not a
+ * numeral.
  */
-function findContents(blocks: Block[]): { blocks: Block[]; entries: Set<string> } {
-  const entries = new Set<string>();
-  const kept: Block[] = [];
-  const isEntry = (block: Block): boolean => {
-    if (isContentsList(block)) return true;
-    const heading = headingOf(block);
-    return heading !== null ? heading.lineCount === block.length : isTitleLike(block);
-  };
-  // A contents list with no CONTENTS line over it is looked for only at the front, before the
-  // first paragraph of prose: in the body, runs of short lines are letters' datelines and verse.
-  let front = true;
-  let index = 0;
-  while (index < blocks.length) {
-    if (!isEntry(blocks[index])) {
-      kept.push(blocks[index]);
-      front = false;
-      index += 1;
-      continue;
-    }
-    let end = index;
-    while (end < blocks.length && isEntry(blocks[end])) end += 1;
-    // A heading over a body may carry a few title-like lines (a subtitle, "(Kept in shorthand.)"):
-    // from the last heading in the run on, they belong to that body. Past that many, the run is a
-    // contents list whose last entry is a heading (the Quijote's "Prólogo al lector" entry); its
-    // last paragraph before a body is that body's heading.
-    const last = findLastIndex(blocks, index, end, (block) => {
-      const kind = headingOf(block)?.kind;
-      return kind !== undefined && kind !== "contents";
-    });
-    const runEnd = last !== -1 && end - last <= MAX_HEADING_GROUP
-      ? last
-      : end < blocks.length
-      ? end - 1
-      : end;
-    // With a CONTENTS line, the list starts there (a title page or an epigraph may precede it);
-    // without one, only a front run holding two or more styled headings is a contents list.
-    const line = findLastIndex(blocks, index, runEnd, (block) => isContentsLine(block), true);
-    const from = line !== -1 ? line : index;
-    const run = blocks.slice(from, runEnd);
-    const styled = run.filter((block) => headingOf(block) !== null).length;
-    append(kept, blocks, index, from);
-    if (
-      line !== -1 ? run.length >= 2 : front && run.length >= MIN_CONTENTS_ENTRIES && styled >= 2
-    ) {
-      // One entry per line of a single-spaced list, else one per paragraph (an entry wraps).
-      const names = run.flatMap((block) => isContentsList(block) ? block : [block.join(" ")]);
-      for (const key of names.map(entryKey)) {
-        // "* * *" and bare numbers name nothing.
-        if (/\p{L}{2}/u.test(key)) entries.add(key);
-      }
-    } else {
-      append(kept, blocks, from, runEnd);
-    }
-    append(kept, blocks, runEnd, end);
-    index = end;
+function readLetterHeadings(
+  blocks: Block[],
+  headings: (Heading | null)[],
+  levels: Set<Heading["kind"]>,
+): void {
+  const at = blocks.flatMap((block, index) =>
+    block.length === 1 && /^\p{Lu}$/u.test(block[0]) ? [index] : []
+  );
+  const letters = at.map((index) => blocks[index][0]);
+  const ordered = letters.length >= 3 && /^[AАΑ]$/.test(letters[0]) &&
+    letters.every((letter, i) => i === 0 || letter.localeCompare(letters[i - 1]) > 0);
+  if (!ordered) return;
+  for (const index of at) {
+    headings[index] = { kind: "letter", title: blocks[index][0], rest: blocks[index].slice(1) };
   }
-  return { blocks: kept.filter((block) => !isContentsList(block)), entries };
+  levels.add("letter");
 }
 
 /**
- * Append `blocks[from..to)` to `kept`. Not `push(...slice)`: a run can be a whole book of short
- * paragraphs (verse), and a spread of 200,000 arguments overflows the stack.
+ * Whether lone numerals count up from `I`, two or more of them: `I`, `II`, `III` (starting again
+ * at `I` in a new part). One that skips or goes back is a stray line, and then none divides.
  */
-function append(kept: Block[], blocks: Block[], from: number, to: number): void {
-  for (let index = from; index < to; index += 1) kept.push(blocks[index]);
-}
-
-/** The last (or, with `first`, the first) index in `[from, to)` whose block passes, or -1. */
-function findLastIndex(
-  blocks: Block[],
-  from: number,
-  to: number,
-  test: (block: Block) => boolean,
-  first = false,
-): number {
-  if (first) {
-    for (let index = from; index < to; index += 1) if (test(blocks[index])) return index;
-    return -1;
-  }
-  for (let index = to - 1; index >= from; index -= 1) if (test(blocks[index])) return index;
-  return -1;
-}
-
-/** A paragraph opening with a `CONTENTS` line. */
-function isContentsLine(block: Block): boolean {
-  return classifyLine(block[0]) === "contents";
-}
-
-/** A contents entry reduced to its letters and digits, page number and leader dots left out. */
-function entryKey(text: string): string {
-  return text.toLowerCase().replace(/[.\s]*\d+$/u, "").replace(/[^\p{L}\p{N}]+/gu, "");
-}
-
-/** Up to four short lines, the last ending no sentence: a title, or a contents entry. */
-function isTitleLike(block: Block): boolean {
-  return isShort(block) && !/[.!?…"”’»:;,]$/.test(block[block.length - 1]);
-}
-
-/** Up to four lines, none longer than a heading. */
-function isShort(block: Block): boolean {
-  return block.length <= 4 && block.every((line) => line.length <= MAX_HEADING_CHARS);
-}
-
-/** A paragraph of two or more lines, at least two of them headings: a single-spaced contents list. */
-function isContentsList(block: Block): boolean {
-  if (block.length < 2) return false;
-  const known = block[CONTENTS_LIST];
-  if (known !== undefined) return known;
-  // A list starts with its entries: a paragraph whose first two lines are prose is prose. This
-  // keeps the scan to two lines for almost every paragraph of a book.
-  const listed = (classifyLine(block[0]) !== null || classifyLine(block[1]) !== null) &&
-    countHeadingLines(block) >= 2;
-  block[CONTENTS_LIST] = listed;
-  return listed;
-}
-
-/** `classifyHeading` of a paragraph, asked once: the readers below ask it several times each. */
-function headingOf(block: Block): ReturnType<typeof classifyHeading> {
-  let heading = block[HEADING];
-  if (heading === undefined) block[HEADING] = heading = classifyHeading(block);
-  return heading;
-}
-
-/** How many lines of the paragraph are headings; `0` when a line is too long for one. */
-function countHeadingLines(block: Block): number {
-  let headingLines = 0;
-  for (const line of block) {
-    if (line.length > MAX_HEADING_CHARS) return 0;
-    if (classifyLine(line) !== null) headingLines += 1;
-  }
-  return headingLines;
+function countsUp(bare: (Heading | null)[]): boolean {
+  const values = bare.map((heading) => romanValue(heading?.title ?? ""));
+  return values.length >= 2 && values[0] === 1 &&
+    values.every((value, index) =>
+      value !== null && (index === 0 || value === 1 || value === (values[index - 1] ?? 0) + 1)
+    );
 }
 
 /** Short lines, none ending a sentence, few characters: a title page's subtitle and imprint. */
@@ -381,7 +267,8 @@ function readFrontMatter(
     title === null && first !== undefined && first.length === 1 &&
     first[0].length <= MAX_HEADING_CHARS && (rest.length > at + 1 || hasHeadings)
   ) {
-    title = collapseWhitespace(first[0]);
+    // 《红楼梦》: CJK title marks say "this is a title", they are not part of it.
+    title = collapseWhitespace(first[0]).replace(/^[《「『](.+)[》」』]$/u, "$1");
     rest.splice(at, 1);
   }
   return { title, author, rest };
@@ -393,23 +280,6 @@ function repeatsTitle(block: Block, title: string): boolean {
   const shown = letters(block.join(" "));
   const known = letters(title);
   return shown.length > 0 && (known.startsWith(shown) || shown.startsWith(known));
-}
-
-/** Split lines into paragraphs at blank lines; each paragraph is its trimmed, non-empty lines. */
-function toBlocks(lines: string[]): Block[] {
-  const blocks: Block[] = [];
-  let current: string[] = [];
-  for (const line of lines) {
-    const text = line.trim();
-    if (text !== "") {
-      current.push(text);
-    } else if (current.length > 0) {
-      blocks.push(current);
-      current = [];
-    }
-  }
-  if (current.length > 0) blocks.push(current);
-  return blocks;
 }
 
 function toParagraphs(blocks: Block[]): string {

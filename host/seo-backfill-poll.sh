@@ -1,8 +1,8 @@
 #!/bin/sh
-# The SEO backfill host poller (ADR-022 row 6; issue 8). Claims up to SEO_BATCH jobs at a time
-# from the worker's claim API (the worker first fails Running jobs older than
-# SEO_STALE_AFTER_MS), runs SEO_COMMAND per job with the job JSON (with its edition) on stdin and
-# expects the SEO fields as JSON on stdout:
+# The SEO backfill host poller (ADR-022 row 6). Claims up to SEO_BATCH jobs at a time from the
+# worker's claim API (the worker first fails Running jobs older than SEO_STALE_AFTER_MS), runs
+# SEO_COMMAND per job with the job JSON (with its edition) on stdin and expects the SEO fields as
+# JSON on stdout:
 #   {"meta_title": "…", "meta_description": "…", "meta_keywords": ["…", …]}
 # then reports complete (the worker applies them, keeping a BeforeSnapshot for revert) or fail.
 #
@@ -13,13 +13,15 @@
 #   SEO_BATCH         jobs per claim, 1..50 (default 5)
 #   SEO_COMMAND       run with `sh -c` per job (default: host/seo-default-command.sh, which
 #                     derives the fields from the edition itself, no network)
-#   CURL_MAX_TIME_S, GIVE_BACK_MAX_TIME_S, BACKOFF_MAX_S   see host/poll-common.sh
+#   CURL_MAX_TIME_S, STOP_TIMEOUT_S, GIVE_BACK_MAX_TIME_S, BACKOFF_MAX_S   see host/poll-common.sh
 #
 # No startup recovery: the admin crew path is a second consumer, so a Running job at this start
 # is not necessarily orphaned; the worker's sweep before each claim is the recovery (ADR-022).
-# On SIGTERM or SIGINT it stops the command, gives back every job of the batch it has not settled
-# (Queued, attempt not counted) and exits 0. A worker that is down or answers 5xx is retried with
-# capped backoff. Logs go to stderr.
+# Each claim carries a fresh claim key, repeated until the claim is answered (docs/claim-keys.md).
+# On SIGTERM or SIGINT it stops within STOP_TIMEOUT_S: the running job is settled by what its
+# command did, every other unsettled job of the batch is given back in one request
+# (host/poll-common.sh, docs/host-pollers.md), and it exits 0. A worker that is down or answers
+# 5xx is retried with capped backoff. Logs go to stderr.
 set -eu
 POLLER=seo-backfill-poll
 # shellcheck source=host/poll-common.sh
@@ -28,33 +30,11 @@ SEO_BATCH=${SEO_BATCH:-5}
 seconds SEO_BATCH "$SEO_BATCH"
 SEO_COMMAND=${SEO_COMMAND:-"$(cd "$(dirname "$0")" && pwd)/seo-default-command.sh"}
 BASE=/internal/seo
-# The claimed batch not yet settled, one "id token" per line.
+# The claimed batch not yet settled, one "id token" per line; the job whose step runs.
 pending=$work/pending
 : >"$pending"
-
-give_back_all() {
-  while read -r id token; do
-    body=$(jq -nc --arg t "$token" '{claim_token: $t}')
-    if api_with POST "$BASE/jobs/$id/give-back" "$body" --max-time "$GIVE_BACK_MAX_TIME_S" &&
-      [ "$code" = 200 ]; then
-      log "job $id given back"
-    else
-      log "job $id not given back (HTTP $code: $(api_error)); the sweep fails it once stale"
-    fi
-  done <"$pending"
-  : >"$pending"
-}
-
-on_signal() {
-  trap '' TERM INT
-  log "stopping"
-  stop_child
-  give_back_all
-  cleanup
-  exit 0
-}
-trap 'on_signal' TERM INT
-trap 'cleanup' EXIT
+cur=
+cur_token=
 
 # Drop job $1 from the pending list.
 done_with() {
@@ -62,53 +42,146 @@ done_with() {
   mv "$pending.next" "$pending"
 }
 
-# settle ID VERB JSON: report a job's end; retried while the worker is down (a repeat with the
-# same token gets the same answer), at most 10 tries, then left to the sweep.
-settle() {
-  SETTLE_TRIES=10
-  if ! api_retrying POST "$BASE/jobs/$1/$2" "$3"; then
-    log "job $1: could not $2 (worker unreachable); the sweep fails it once stale"
-  elif [ "$code" = 200 ]; then
-    log "job $1: $2 accepted"
+# take_batch: the jobs of a claim's answer in $work/api.resp → the pending list and $work/batch.
+take_batch() {
+  jq -r '.jobs[] | "\(.id) \(.claim_token)"' "$work/api.resp" >"$pending"
+  jq -c '.jobs[] | del(.claim_token)' "$work/api.resp" >"$work/batch"
+}
+
+# verdict: the settle for job $cur's step, from $step_rc and $step_how: sets $verb and $body.
+verdict() {
+  if [ "${step_how-}" = killed ]; then
+    verb=fail
+    body=$(jq -nc --arg t "$cur_token" --arg s "$((STOP_TIMEOUT_S - GIVE_BACK_MAX_TIME_S))" \
+      '{claim_token: $t, error: ("interrupted (the poller stopped; SEO_COMMAND did not end " +
+        "within " + $s + " s of SIGTERM and was killed: it may have half-run)")}')
+  elif [ -z "$step_rc" ] || { [ -n "$stop_at" ] && [ "$step_rc" = 143 ]; }; then
+    # Never started, or ended by the stop's SIGTERM.
+    verb=give-back
+    body=
+  elif [ "$step_rc" = 0 ] && jq -e 'type == "object"' "$work/out" >/dev/null 2>&1; then
+    verb=complete
+    body=$(jq -c --arg t "$cur_token" '{claim_token: $t, result: .}' "$work/out")
+  elif [ "$step_rc" = 0 ]; then
+    verb=fail
+    body=$(jq -nc --arg t "$cur_token" --arg o "$(tail_text "$work/out" 500)" \
+      '{claim_token: $t, error: ("SEO_COMMAND printed no JSON object: " + $o)}')
   else
-    log "job $1: $2 refused (HTTP $code: $(api_error))"
+    verb=fail
+    body=$(jq -nc --arg t "$cur_token" \
+      --arg e "SEO_COMMAND exited $step_rc: $(tail_text "$work/err" 2000)" \
+      '{claim_token: $t, error: $e}')
   fi
-  unset SETTLE_TRIES
-  done_with "$1"
+}
+
+on_signal() {
+  begin_stop
+  case $outstanding in
+    claim)
+      finish_outstanding
+      if [ "$code" = 200 ]; then
+        take_batch
+      else
+        log "the claim in flight was not answered (HTTP $code); the sweep fails its jobs once stale"
+      fi
+      cur=
+      ;;
+    settle)
+      finish_outstanding
+      log "job $cur: settle in flight answered HTTP $code"
+      done_with "$cur"
+      cur=
+      ;;
+  esac
+  settling=
+  if [ -n "$cur" ]; then
+    stop_step
+    verdict
+    if [ "$verb" != give-back ]; then
+      done_with "$cur"
+      until_s "$stop_at"
+      send stop POST "$BASE/jobs/$cur/$verb" "$body" "$left"
+      settling=$req
+    fi
+  fi
+  # Every other unsettled job of the batch, in one request beside the settle.
+  giving=
+  if [ -s "$pending" ]; then
+    until_s "$stop_at"
+    send back POST "$BASE/jobs/give-back" \
+      "$(jq -Rnc '{jobs: [inputs | split(" ") | {id: .[0], claim_token: .[1]}]}' <"$pending")" \
+      "$left"
+    giving=$req
+  fi
+  if [ -n "$settling" ]; then
+    wait "$settling" || true
+    answer stop
+    if [ "$code" = 200 ]; then
+      log "job $cur: $verb accepted"
+    else
+      log "job $cur: $verb not accepted (HTTP $code: $(error_of stop)); the sweep fails it once stale"
+    fi
+  fi
+  if [ -n "$giving" ]; then
+    wait "$giving" || true
+    answer back
+    if [ "$code" = 200 ]; then
+      jq -r '.jobs[] | if .outcome == "settled" or .outcome == "repeated"
+        then "job \(.id) given back" else "job \(.id) not given back (\(.outcome), \(.status))" end' \
+        "$work/back.resp" | while read -r line; do log "$line"; done
+    else
+      log "give-back of $(wc -l <"$pending" | tr -d ' ') job(s) not accepted (HTTP $code:" \
+        "$(error_of back)); the sweep fails them once stale"
+    fi
+  fi
+  log "stopped"
+  cleanup
+  exit 0
+}
+trap 'on_signal' TERM INT
+trap 'cleanup' EXIT
+
+# settle: report job $cur's end (the verdict); left to the sweep after 10 tries.
+settle() {
+  verdict
+  if ! settle_request "$BASE/jobs/$cur/$verb" "$body"; then
+    log "job $cur: could not $verb (worker unreachable); the sweep fails it once stale"
+  elif [ "$code" = 200 ]; then
+    log "job $cur: $verb accepted"
+  else
+    log "job $cur: $verb refused (HTTP $code: $(api_error))"
+  fi
+  done_with "$cur"
+  cur=
+  outstanding=
 }
 
 log "starting: $TEXTSTACK_URL, every ${POLL_INTERVAL_S}s, up to $SEO_BATCH per claim"
-claim_body=$(jq -nc --argjson n "$SEO_BATCH" '{limit: $n}')
 while :; do
-  api_retrying POST "$BASE/jobs/claim" "$claim_body"
+  cur=
+  claim "$BASE/jobs/claim" \
+    "$(jq -nc --argjson n "$SEO_BATCH" --arg k "$(new_key)" '{limit: $n, claim_key: $k}')"
   case $code in
     200) ;;
     401 | 403) log "the worker refused TEXTSTACK_TOKEN (HTTP $code)"; exit 2 ;;
-    *) log "claim answered HTTP $code: $(api_error)"; back_off; continue ;;
+    *) outstanding=; log "claim answered HTTP $code: $(api_error)"; back_off; continue ;;
   esac
-  jq -r '.jobs[] | "\(.id) \(.claim_token)"' "$work/resp" >"$pending"
+  take_batch
+  outstanding=
   if [ ! -s "$pending" ]; then
     nap "$POLL_INTERVAL_S"
     continue
   fi
-  jq -c '.jobs[] | del(.claim_token)' "$work/resp" >"$work/batch"
   cp "$pending" "$work/batch.ids"
   log "claimed $(wc -l <"$pending" | tr -d ' ') job(s)"
   i=0
   while read -r id token <&3; do
     i=$((i + 1))
     sed -n "${i}p" "$work/batch" >"$work/job.json"
-    rc=0
-    run_command "$SEO_COMMAND" "$work/job.json" "$work/out" "$work/err" || rc=$?
-    if [ "$rc" -eq 0 ] && jq -e 'type == "object"' "$work/out" >/dev/null 2>&1; then
-      settle "$id" complete "$(jq -c --arg t "$token" '{claim_token: $t, result: .}' "$work/out")"
-    elif [ "$rc" -eq 0 ]; then
-      settle "$id" fail "$(jq -nc --arg t "$token" --arg o "$(tail_text "$work/out" 500)" \
-        '{claim_token: $t, error: ("SEO_COMMAND printed no JSON object: " + $o)}')"
-    else
-      settle "$id" fail "$(jq -nc --arg t "$token" \
-        --arg e "SEO_COMMAND exited $rc: $(tail_text "$work/err" 2000)" \
-        '{claim_token: $t, error: $e}')"
-    fi
+    step_rc=
+    cur_token=$token
+    cur=$id
+    run_step "$SEO_COMMAND" "$work/job.json" "$work/out" "$work/err"
+    settle
   done 3<"$work/batch.ids"
 done

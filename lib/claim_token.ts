@@ -1,12 +1,12 @@
 /**
  * What the two host-polled queues (auto-publish, SEO backfill) share about their claim tokens: the
- * answer a settling write gives, and how a write that matched no row is told apart (EXAMPLES.md §1,
+ * answer a settling write gives, and how a write that matched no row is told apart (after
  * SQS receipt handles and beanstalkd's "not reserved by you").
  *
  * A claim mints a fresh random `claim_token` (uuid) and stores it on the row; `complete`, `fail`
  * and `give-back` match it in their UPDATE's `where`. When that matches no row, the row is re-read:
  * settled by this same token into the status the request asks for → the stored answer again (a
- * curl retry, issue 8); any other state → "no longer yours" (409), and nothing changes.
+ * curl retry); any other state → "no longer yours" (409), and nothing changes.
  *
  * @module
  */

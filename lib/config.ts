@@ -6,6 +6,7 @@
  */
 import { z } from "zod";
 import { B64TOKEN } from "./http/bearer.ts";
+import { DatabaseUrlError, parseDatabaseUrl } from "./database_url.ts";
 
 /** The worker's settings, parsed once at startup. All durations are in milliseconds. */
 export interface Config {
@@ -23,7 +24,7 @@ export interface Config {
   readonly metricsToken: string | undefined;
   /** Time between the background counts behind `/metrics` and `/admin`, ms (default 10 000). */
   readonly statsIntervalMs: number;
-  /** Directory that holds source files and chapter assets (default `.data/storage`). */
+  /** Directory that holds source files and chapter assets (default `<dataDir>/storage`). */
   readonly storageDir: string;
   /** Directory for local state: the embedded database and a generated token (default `.data`). */
   readonly dataDir: string;
@@ -72,12 +73,8 @@ function read<T>(
   if (raw === undefined || raw === "") return fallback;
   const parsed = schema.safeParse(raw);
   if (!parsed.success) {
-    // A secret is never echoed, not even a wrong one (issue 9, item 9): only its length, and
-    // what is wrong with it when the check can say so without quoting it.
-    const custom = parsed.error.issues.find((issue) => issue.code === "custom")?.message;
-    const received = secret
-      ? `a value of ${raw.length} characters${custom ? `: ${custom}` : ""}`
-      : JSON.stringify(raw);
+    // A secret is never echoed, not even a wrong one: only its length.
+    const received = secret ? `a value of ${raw.length} characters` : JSON.stringify(raw);
     throw new ConfigError(`Cannot parse ${name}: expected ${expected}, received ${received}`);
   }
   return parsed.data;
@@ -93,37 +90,6 @@ const MAX_CONNECTIONS = 1_048_576;
 const connections = z.string().regex(/^\d+$/).transform(Number).pipe(
   z.number().int().min(1).max(MAX_CONNECTIONS),
 );
-const url = z.string().superRefine((raw, ctx) => {
-  const problem = databaseUrlProblem(raw);
-  if (problem) ctx.addIssue({ code: "custom", message: problem });
-});
-
-/**
- * What is wrong with a `DATABASE_URL`, in words that never hold its password.
- *
- * @returns undefined for a URL the worker can use.
- */
-export function databaseUrlProblem(raw: string): string | undefined {
-  if (!/^postgres(ql)?:\/\//.test(raw)) {
-    return "it does not start with postgres:// or postgresql://";
-  }
-  if (/^postgres(ql)?:\/\/([^/?#]*@)?([/?#]|$)/.test(raw)) return "it names no host";
-  let parsed: URL;
-  try {
-    parsed = new URL(raw);
-  } catch {
-    return "it is not a URL (a character that must be %-escaped, or a bad port)";
-  }
-  for (const part of [parsed.username, parsed.password, parsed.pathname]) {
-    try {
-      decodeURIComponent(part);
-    } catch {
-      return "it holds a bad %-escape";
-    }
-  }
-  if (parsed.hostname === "") return "it names no host";
-  return undefined;
-}
 // pg_ names are reserved by PostgreSQL. At most 40 characters: NOTIFY channels are named
 // "<schema>.<table>" and PostgreSQL refuses a channel name of 64 bytes or more.
 const identifier = z.string().regex(/^(?!pg_)[a-z_][a-z0-9_]{0,39}$/);
@@ -156,6 +122,24 @@ const host = z.union([
   z.hostname().refine((raw) => !/^[\d.]+$/.test(raw)),
 ]);
 
+// DATABASE_URL is read as libpq reads a URI (lib/database_url.ts): a host list, a local socket.
+// It holds the password, so an error says what is wrong with it and never quotes it.
+function readDatabaseUrl(env: Env): string | undefined {
+  const raw = env.DATABASE_URL;
+  if (raw === undefined || raw === "") return undefined;
+  try {
+    parseDatabaseUrl(raw);
+  } catch (err) {
+    if (!(err instanceof DatabaseUrlError)) throw err;
+    throw new ConfigError(
+      `Cannot parse DATABASE_URL: expected a postgres:// URL with a host (or a host list, or a ` +
+        `socket directory), valid ports and %-escapes; ${err.message} (the value is not shown: ` +
+        `it may hold a password)`,
+    );
+  }
+  return raw;
+}
+
 function readMs(env: Env, name: string, fallback: number): number {
   return read(env, name, `a positive integer (ms) up to ${MAX_MS}`, ms, fallback);
 }
@@ -174,14 +158,7 @@ function readMs(env: Env, name: string, fallback: number): number {
 export function parseConfig(env: Env): Config {
   const dataDir = env.DATA_DIR || ".data";
   return Object.freeze({
-    databaseUrl: read(
-      env,
-      "DATABASE_URL",
-      "a postgres:// URL with a host, a valid port and %-escapes",
-      url,
-      undefined,
-      true,
-    ),
+    databaseUrl: readDatabaseUrl(env),
     databaseSchema: read(
       env,
       "DATABASE_SCHEMA",
@@ -256,12 +233,12 @@ export function parseConfig(env: Env): Config {
 }
 
 /**
- * A queue's own settings and their defaults, declared by the queue module (STYLE.md §4: the
+ * A queue's own settings and their defaults, declared by the queue module (docs/development.md: the
  * queue owns them; `lib/` only reads them).
  *
  * @typeParam Stale `number` for a queue with a stale rule (the default); `null` for one without
  *   (SSG: every `Running` row is dead before each claim, at any age), whose
- *   `<PREFIX>_STALE_AFTER_MS` must then be unset (review5: it was silently ignored).
+ *   `<PREFIX>_STALE_AFTER_MS` must then be unset.
  * @typeParam Timeout `number` for a queue whose runs this process times (the default); `null` for
  *   one whose runs are a host command's (SEO, auto-publish), whose `<PREFIX>_TIMEOUT_MS` must then
  *   be unset.
@@ -282,7 +259,7 @@ export interface QueueDefaults<
    */
   readonly without?: { readonly staleAfterMs?: string; readonly timeoutMs?: string };
   /**
-   * Declared only by a queue that can delete its finished jobs (a `prune` verb, issue 11): days a
+   * Declared only by a queue that can delete its finished jobs (a `prune` verb): days a
    * finished job is kept, null to keep them all. `<PREFIX>_RETENTION_DAYS` is then read; for any
    * other queue it must be unset.
    */

@@ -6,10 +6,14 @@
  * for a wake → recover (before every claim, or only at lock acquisition and on the poll tick, as
  * the queue decides) → claim one job and run it → the end of the job wakes the loop again, so it
  * drains until a claim comes back empty, then arms a timer for the next due job and waits. A queue
- * may claim its next job in the transaction that settles the last one (issue 11): the consumer
+ * may claim its next job in the transaction that settles the last one: the consumer
  * then runs that job straight away, one commit per job instead of two.
  *
- * Faults (issue 9): a shutdown or a lost lock aborts the running job's signal and gives its claim
+ * An admin cancel of the running job ({@linkcode Consumer.cancel}) aborts its run as a shutdown
+ * does; the stopped run is then settled by the queue's fenced `cancelRun` (`Failed`, cancelled by
+ * admin) instead of given back. A paused queue ({@linkcode ConsumerOptions.paused}) is not claimed.
+ *
+ * Faults: a shutdown or a lost lock aborts the running job's signal and gives its claim
  * back, retrying a give-back the database refused until the shutdown deadline; a run that ignores
  * its abort is settled by a fenced write after a grace period and left behind; a failing round
  * backs off (capped), logs one line, and reopens the pool after a read-only error.
@@ -24,7 +28,14 @@ import { dbFault, faultDelayMs, sessionGone } from "./db.ts";
 import type { QueueLock } from "./lock.ts";
 import { InFlightError, settlesBy } from "./lifecycle.ts";
 import type { Wake } from "./wake.ts";
-import { type ClaimedJob, type ClaimNext, type Queue, type QueueContext } from "./queue.ts";
+import {
+  CancelRequest,
+  type ClaimedJob,
+  type ClaimNext,
+  isCancel,
+  type Queue,
+  type QueueContext,
+} from "./queue.ts";
 
 /** Options for {@linkcode Consumer}. */
 export interface ConsumerOptions<J extends ClaimedJob, C extends QueueContext> {
@@ -51,6 +62,12 @@ export interface ConsumerOptions<J extends ClaimedJob, C extends QueueContext> {
   maxErrorDelayMs?: number;
   /** Reopen the pool's connections (after a read-only error, SQLSTATE 25006); never throws. */
   recycle?: () => Promise<void>;
+  /**
+   * Whether the queue is paused now (lib/control.ts): a paused consumer keeps its lock and its
+   * recovery, finishes the job it runs, and claims nothing (no round's claim, no chained claim).
+   * Wake it when the queue resumes.
+   */
+  paused?: () => boolean;
 }
 
 /**
@@ -146,6 +163,21 @@ export class Consumer<J extends ClaimedJob, C extends QueueContext> {
     return [...this.#unsettled.keys()];
   }
 
+  /**
+   * Cancel job `id` if this consumer is running it: its run is aborted (with a
+   * {@linkcode CancelRequest}, as a shutdown aborts it) and, once it has stopped, settled by the
+   * queue's fenced `cancelRun`; a run that ignores the abort is settled so after the grace period.
+   *
+   * @returns whether `id` is the job running here (false: nothing changed).
+   */
+  cancel(id: string): boolean {
+    const current = this.#inFlight;
+    if (!current || current.job.id !== id || current.abort.signal.aborted) return false;
+    this.#log.info({ id }, "job cancel requested; aborting its run");
+    current.abort.abort(new CancelRequest(id));
+    return true;
+  }
+
   /** Start the loop (lock → recover orphans → recover/claim/run); returns at once. */
   start(): void {
     this.#loop ??= this.#standBy();
@@ -214,7 +246,7 @@ export class Consumer<J extends ClaimedJob, C extends QueueContext> {
         acquired = await lock.tryAcquire();
         failures = 0;
       } catch (err) {
-        // Truthful: nobody may hold the lock; this process cannot even ask (issue 9, item 7).
+        // Truthful: nobody may hold the lock; this process cannot even ask.
         if (failures++ === 0 || this.#state !== "no-connection") {
           this.#log.warn(
             { err: describe(err) },
@@ -279,7 +311,7 @@ export class Consumer<J extends ClaimedJob, C extends QueueContext> {
       wake.notify();
     }, this.#o.pollIntervalMs);
     let due: ReturnType<typeof setTimeout> | undefined;
-    // A job the last run claimed in its completing write (issue 11): run it without a round.
+    // A job the last run claimed in its completing write: run it without a round.
     let chained: J | null = null;
     // Leave to chain: only for a queue that recovers on the tick (one that recovers before every
     // claim, as ADR-022 requires of SSG, must not skip that by chaining); never once the run is
@@ -290,6 +322,7 @@ export class Consumer<J extends ClaimedJob, C extends QueueContext> {
     let chainSent = false;
     const claimNext = (signal: AbortSignal): ClaimNext => (sql) => {
       if (!recoversOnTick || signal.aborted || active.aborted || tick) return null;
+      if (this.#o.paused?.()) return null;
       chainSent = true;
       return lock.claimFence(sql);
     };
@@ -308,9 +341,12 @@ export class Consumer<J extends ClaimedJob, C extends QueueContext> {
             // Off the claim path: retention runs on the poll tick only.
             if (tick) await queue.prune?.(ctx, active);
             tick = false;
-            claiming = true;
-            job = await queue.claim(ctx, lock.claimFence(ctx.sql));
-            claiming = false;
+            // Paused: recovery runs on, nothing is claimed; a resume wakes the loop.
+            if (!this.#o.paused?.()) {
+              claiming = true;
+              job = await queue.claim(ctx, lock.claimFence(ctx.sql));
+              claiming = false;
+            }
           }
           this.#errors = 0;
           let idle = !job;
@@ -359,7 +395,7 @@ export class Consumer<J extends ClaimedJob, C extends QueueContext> {
   }
 
   // One line per failure (the stack at debug), a capped backoff, and a fresh pool after a
-  // read-only error (issue 9, item 4; lib/db.ts DbFault.recycle says why not a connection error).
+  // read-only error (lib/db.ts DbFault.recycle says why not a connection error).
   async #backOff(msg: string, err: unknown, active: AbortSignal): Promise<void> {
     this.#roundFailures++;
     const delayMs = faultDelayMs(++this.#errors, this.#o.maxErrorDelayMs ?? 5000);
@@ -404,13 +440,14 @@ export class Consumer<J extends ClaimedJob, C extends QueueContext> {
         if (next !== undefined) current.next = next;
         current.settled = true;
       } catch (err) {
-        if (abort.signal.aborted) await this.#giveBack(current);
+        if (abort.signal.aborted && isCancel(abort.signal.reason)) await this.#cancelRun(current);
+        else if (abort.signal.aborted) await this.#giveBack(current);
         else this.#log.error({ id: job.id, err }, "job run threw; it stays in flight until stale");
       }
     })();
     this.#inFlight = current;
     // A run that ignores its abort (timeout, lost lock) must not hold the sequential queue: after
-    // the grace period it is settled by a fenced write and left behind (issue 9, review).
+    // the grace period it is settled by a fenced write and left behind.
     const grace = this.#o.abortGraceMs ?? 5000;
     let graceTimer: ReturnType<typeof setTimeout> | undefined;
     const ignored = new Promise<"ignored">((resolve) => {
@@ -429,7 +466,8 @@ export class Consumer<J extends ClaimedJob, C extends QueueContext> {
           { id: job.id, graceMs: grace },
           "job ignored its abort signal; settling it",
         );
-        if (abort.signal.aborted || !queue.abandon) await this.#giveBack(current);
+        if (abort.signal.aborted && isCancel(abort.signal.reason)) await this.#cancelRun(current);
+        else if (abort.signal.aborted || !queue.abandon) await this.#giveBack(current);
         else await this.#abandon(current, describe(signal.reason));
         return undefined;
       }
@@ -439,6 +477,34 @@ export class Consumer<J extends ClaimedJob, C extends QueueContext> {
       clearTimeout(graceTimer);
       active.removeEventListener("abort", forward);
       this.#inFlight = undefined;
+    }
+  }
+
+  // Settle a cancelled run with the queue's fenced write (Failed, cancelled by admin). A queue
+  // without `cancelRun`, or a write the database refuses, gives the claim back instead: the job
+  // is then runnable again, never left in flight.
+  async #cancelRun(current: InFlight<J>): Promise<void> {
+    const { queue, ctx } = this.#o;
+    if (current.givenBack) return;
+    if (!queue.cancelRun) return await this.#giveBack(current);
+    current.givenBack = true; // the run's own late give-back must not follow
+    try {
+      const wrote = await queue.cancelRun(ctx, current.job);
+      current.settled = true; // written, or the fence says the claim was already lost
+      if (wrote) this.#log.info({ id: current.job.id }, "job cancelled by admin");
+      else {
+        this.#log.warn(
+          { id: current.job.id },
+          "cancel matched no row: the job already settled or its claim was lost",
+        );
+      }
+    } catch (err) {
+      this.#log.error(
+        { id: current.job.id, err: describe(err) },
+        "cancel could not be written; giving the job back",
+      );
+      current.givenBack = false;
+      await this.#giveBack(current);
     }
   }
 
@@ -458,7 +524,7 @@ export class Consumer<J extends ClaimedJob, C extends QueueContext> {
   }
 
   // Give the claim back; a database that refuses is retried with backoff until the shutdown
-  // deadline (issue 9, item 2). Outside a shutdown (lost lock) the budget is 5 s: the next lock
+  // deadline. Outside a shutdown (lost lock) the budget is 5 s: the next lock
   // acquisition gives this boot's rows back anyway.
   //
   // Each try waits at most GIVE_BACK_TRY_MS: a query queued behind a connection the server

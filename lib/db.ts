@@ -7,6 +7,7 @@
  */
 import { setTimeout as sleep } from "node:timers/promises";
 import postgres from "postgres";
+import { driverOptions } from "./database_url.ts";
 import type { Logger } from "./log.ts";
 
 /** A postgres.js client (pool or dedicated connection). */
@@ -26,6 +27,27 @@ export interface ConnectOptions {
   max?: number;
   /** Called with the connection id whenever one of this client's connections closes. */
   onclose?: (connId: number) => void;
+  /** Called with each NOTIFY's channel and payload (a listener connection's own LISTENs). */
+  onnotify?: (channel: string, payload: string) => void;
+  /** A connection that never idles out or retires (a listener's, a lock's). */
+  dedicated?: boolean;
+}
+
+/**
+ * Open a postgres.js client on a `DATABASE_URL`, read the way libpq reads it (host lists, local
+ * sockets; lib/database_url.ts), with `options` on top. Every client of the worker is opened
+ * here, so all of them follow the same target rule (`target_session_attrs=primary` for a host
+ * list).
+ *
+ * @throws {DatabaseUrlError} for a URL the worker cannot use (lib/config.ts refuses it first).
+ */
+export function openClient(url: string, options: postgres.Options<Record<string, never>>): Sql {
+  const target = driverOptions(url);
+  // postgres.js takes a host and port list (arrays) at runtime, though its types say one string.
+  return postgres(target.url, {
+    ...(target.options as unknown as postgres.Options<Record<string, never>>),
+    ...options,
+  });
 }
 
 /**
@@ -39,7 +61,8 @@ export function cappedBackoff(attempt: number): number {
 /**
  * Open a postgres.js client.
  *
- * @param url `postgres://` connection URL.
+ * @param url `postgres://` connection URL (a host list or a local socket too; see {@linkcode
+ *   openClient}).
  * @param options schema, application name, pool size and close hook.
  * @returns a lazily connecting client; bigint ids arrive as strings.
  * @example
@@ -47,17 +70,26 @@ export function cappedBackoff(attempt: number): number {
  * await sql`select 1`;
  */
 export function connect(url: string, options: ConnectOptions): Sql {
-  return postgres(url, {
+  return openClient(url, {
     max: options.max ?? 10,
     backoff: cappedBackoff,
     onnotice: () => {},
     connect_timeout: 10,
     onclose: options.onclose,
+    ...(options.onnotify ? { onnotify: options.onnotify } : {}),
+    ...(options.dedicated ? { idle_timeout: 0, max_lifetime: null, fetch_types: false } : {}),
     connection: {
       application_name: options.applicationName,
       search_path: `"${options.schema}"`,
     },
   });
+}
+
+/** Thrown when a listener or lock session lands on a server in recovery (a standby): retried. */
+export class InRecoveryError extends Error {
+  override name = "InRecoveryError";
+  /** Retried like a connection fault (lib/db.ts dbFault: class 57P03, "cannot connect now"). */
+  readonly code = "57P03";
 }
 
 /** What a transaction body receives from {@linkcode transaction}. */
@@ -78,7 +110,7 @@ export interface Tx {
  * (`pg_cancel_backend`), and a body that finishes after the abort is rolled back instead of
  * committed: a shutdown never waits on a long save, and never half-commits one. The backend's pid
  * comes from the statements the body has sent (postgres.js stamps each with its connection's
- * `{ pid, secret }`), so a transaction costs no extra round trip for it (issue 11; it used to ask
+ * `{ pid, secret }`), so a transaction costs no extra round trip for it (it used to ask
  * `select pg_backend_pid()` after every BEGIN).
  *
  * @param sql the pool.
@@ -149,7 +181,7 @@ export async function transaction<T>(
 /**
  * Run one statement on a pooled connection reserved for it, cancelling it when `signal` aborts:
  * what {@linkcode transaction} does for a transaction, for a statement that is a transaction of
- * its own (no BEGIN, no COMMIT: one round trip, one commit; issue 11). The cancel is awaited
+ * its own (no BEGIN, no COMMIT: one round trip, one commit). The cancel is awaited
  * before the connection goes back to the pool, so it never reaches the connection's next user; a
  * connection whose session died under the statement does not go back at all
  * ({@linkcode sessionGone}).
@@ -255,7 +287,7 @@ export interface DbFault {
   readonly recycle: boolean;
 }
 
-// Retryable database faults, by code or SQLSTATE class (EXAMPLES.md §4, after graphile-worker's
+// Retryable database faults, by code or SQLSTATE class (after graphile-worker's
 // RETRYABLE_ERROR_CODES). Anything else is a bug or bad data, and is not retried by the runtime.
 const FAULTS: ReadonlyArray<{ match: RegExp; recycle: boolean }> = [
   { match: /^08/, recycle: false }, // connection exception (the driver reconnects)
@@ -376,7 +408,7 @@ export async function retryFaults<T>(
 /**
  * Reopen a pool's connections: each closes once its current query is done, and the pool opens
  * fresh ones on demand (a session that went read-only, or a socket to a server that restarted,
- * is not reused; issue 9, item 4). postgres.js 3.4.9 has `close()` at runtime but not in its
+ * is not reused). postgres.js 3.4.9 has `close()` at runtime but not in its
  * types. Never throws, and never waits for the connections to end.
  *
  * Not waiting is the point: `close()` resolves only once every connection has ended, and one

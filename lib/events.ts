@@ -15,7 +15,8 @@ export type Transition =
   | "failed"
   | "given_back"
   | "recovered"
-  | "retried";
+  | "retried"
+  | "cancelled";
 
 /** A job status transition, as published. */
 export interface JobEvent {
@@ -52,9 +53,19 @@ export interface JobEvents {
 export interface Subscription {
   /** The subscriber's own drop-oldest channel; read it with `waitToRead`/`tryRead` or `for await`. */
   readonly channel: BoundedChannel<SequencedEvent>;
+  /**
+   * With `after`: the events published after it that the replay buffer still held, oldest first,
+   * to be sent before the channel's (which holds only those published from now on); null when
+   * they cannot be replayed (the id is another process's, unreadable, or older than the buffer):
+   * the subscriber missed events it cannot get back.
+   */
+  readonly replay: SequencedEvent[] | null;
   /** Stop receiving; the channel completes. */
   close(): void;
 }
+
+/** Events kept for a reconnecting subscriber's `Last-Event-ID` (the replay buffer). */
+export const REPLAY_EVENTS = 1024;
 
 /**
  * Fans committed job events out to subscribers.
@@ -68,8 +79,25 @@ export interface Subscription {
 export class EventHub implements JobEvents {
   readonly #subscribers = new Set<BoundedChannel<SequencedEvent>>();
   readonly #observers = new Set<(event: SequencedEvent) => void>();
+  // The last REPLAY_EVENTS events, a ring: #recent[seq % capacity].
+  readonly #recent: (SequencedEvent | undefined)[];
   #seq = 0;
   #droppedByClosed = 0;
+  /**
+   * This hub's stream name: event ids are `<epoch>-<seq>`, so an id from another process (or an
+   * earlier boot) is told apart from one of this stream.
+   */
+  readonly epoch: string = crypto.randomUUID().slice(0, 8);
+
+  /** @param replayCapacity events kept for `Last-Event-ID` replay. */
+  constructor(readonly replayCapacity: number = REPLAY_EVENTS) {
+    this.#recent = new Array(replayCapacity);
+  }
+
+  /** The stream id of a published event: `<epoch>-<seq>`. */
+  eventId(event: SequencedEvent): string {
+    return `${this.epoch}-${event.seq}`;
+  }
 
   /** Number of live subscribers. */
   get subscribers(): number {
@@ -91,6 +119,7 @@ export class EventHub implements JobEvents {
   /** Publish a committed transition to every subscriber; never blocks, never throws. */
   publish(event: JobEvent): void {
     const sequenced = { ...event, seq: ++this.#seq };
+    this.#recent[sequenced.seq % this.replayCapacity] = sequenced;
     for (const observe of this.#observers) {
       try {
         observe(sequenced);
@@ -115,12 +144,20 @@ export class EventHub implements JobEvents {
   }
 
   /**
-   * Subscribe to events published from now on.
+   * Subscribe to events published from now on, and, with `after` (a client's `Last-Event-ID`),
+   * get the ones published after it that the replay buffer still holds: taken in the same
+   * synchronous step as the subscription, so nothing falls between the two or comes twice.
    *
    * @param capacity events buffered for this subscriber before the oldest is dropped.
    * @param onDropped receives each event evicted because this subscriber fell behind.
+   * @param after the id (`<epoch>-<seq>`) of the last event the subscriber saw.
    */
-  subscribe(capacity: number, onDropped?: (event: SequencedEvent) => void): Subscription {
+  subscribe(
+    capacity: number,
+    onDropped?: (event: SequencedEvent) => void,
+    after?: string,
+  ): Subscription {
+    const replay = after === undefined ? [] : this.#since(after);
     const channel = new BoundedChannel<SequencedEvent>({
       capacity,
       mode: "drop-oldest",
@@ -130,11 +167,27 @@ export class EventHub implements JobEvents {
     this.#subscribers.add(channel);
     return {
       channel,
+      replay,
       close: () => {
         if (this.#subscribers.delete(channel)) this.#droppedByClosed += channel.stats().dropped;
         channel.complete();
       },
     };
+  }
+
+  // The buffered events after `id`, or null when the buffer cannot say what came after it.
+  #since(id: string): SequencedEvent[] | null {
+    const match = /^([0-9a-f]{8})-(\d{1,15})$/.exec(id.trim());
+    if (!match || match[1] !== this.epoch) return null;
+    const last = Number(match[2]);
+    if (last > this.#seq) return null;
+    // The oldest event still buffered must be the one right after `last`, or earlier.
+    if (this.#seq - last > this.replayCapacity) return null;
+    const events: SequencedEvent[] = [];
+    for (let seq = last + 1; seq <= this.#seq; seq++) {
+      events.push(this.#recent[seq % this.replayCapacity]!);
+    }
+    return events;
   }
 
   /** Complete every subscriber's channel (shutdown). */

@@ -1,5 +1,5 @@
 /**
- * Giving a burst's memory back once the queues go quiet (issue 11).
+ * Giving a burst's memory back once the queues go quiet.
  *
  * What held it, measured by `deno task bench` on a 2,000-job drain of tiny books: the main
  * isolate's V8 heap grew from 40 to about 105 MB, of which 60 MB was garbage of the drain (25 MB
@@ -8,7 +8,7 @@
  * RSS) is ended by its own idle timer 2 s after the last extraction (books/extract.ts). So once no
  * job has moved for {@linkcode QUIET_MS}, the worker runs one full GC.
  *
- * Startup is a burst too (issue 11, memory: measured by bench/idle_rss.ts): loading the modules,
+ * Startup is a burst too (measured by bench/idle_rss.ts): loading the modules,
  * the migrations and building the routes leave about 4 MB of garbage and 8 MB of empty pages in a
  * 27.5 MB heap, which V8's memory reducer returned only 20 to 30 s after the start (idle RSS 89 MB
  * at 5 s, 80 to 82 MB from 30 s on). main.ts calls {@linkcode IdleCollector.markActive} once everything has started,

@@ -1,5 +1,5 @@
 /**
- * Start/stop order, signals and the shutdown budget (STYLE.md §5).
+ * Start/stop order, signals and the shutdown budget (docs/development.md).
  *
  * Shutdown runs its phases in order — stop claiming and give the running jobs back
  * (`consumers`), stop the in-process drains (`drains`), stop HTTP (`http`), close the database
@@ -30,7 +30,7 @@ export const FORCED_EXIT_CODE = 130;
 
 /**
  * Exit code for "a job was left in flight": its give-back did not commit before the budget ran
- * out (issue 9, item 5). The job ids are in the log; the queue's orphan recovery settles them at
+ * out. The job ids are in the log; the queue's orphan recovery settles them at
  * the next lock acquisition.
  */
 export const IN_FLIGHT_EXIT_CODE = 3;
@@ -205,7 +205,7 @@ export function settlesBy(promise: Promise<unknown>, deadline: number): Promise<
  * @param probe throws while the dependency is unreachable.
  * @param signal stops the wait (shutdown during startup).
  * @param isPermanent tells an error that retrying cannot fix (bad password, missing database).
- * @param maxDelayMs cap of the delay between attempts (default 5000 ms, issue 9).
+ * @param maxDelayMs cap of the delay between attempts (default 5000 ms).
  * @returns true once the probe succeeded; false when `signal` aborted first.
  * @throws the probe's error when `isPermanent` says so.
  */

@@ -10,16 +10,16 @@
  * (`pg_terminate_backend`, server-side keepalives) and the socket does not tell, a standby can
  * hold the lock while `held` is still true here: {@linkcode QueueLock.claimFence} is what keeps
  * this process from claiming then, since a claim statement proves in the same statement that this
- * lock session still holds the lock (issue 9). A run already going goes on until {@linkcode
+ * lock session still holds the lock. A run already going goes on until {@linkcode
  * QueueLock.lost} fires.
  * A session advisory lock needs a direct connection (or session pooling): behind a
  * transaction-mode pooler the backend changes under the session, which the heartbeat reports.
  *
  * @module
  */
-import postgres from "postgres";
+import type postgres from "postgres";
 import type { Logger } from "./log.ts";
-import type { Fragment, Sql } from "./db.ts";
+import { type Fragment, InRecoveryError, openClient, type Sql } from "./db.ts";
 
 /** The advisory lock key text of a queue; the lock is `hashtextextended(key, 0)`. */
 export function lockKey(schema: string, queue: string): string {
@@ -132,7 +132,7 @@ export class QueueLock {
 
   /**
    * Whether the lock session's backend changed under it (a transaction-mode pooler between the
-   * worker and PostgreSQL; EXAMPLES.md §4). Readiness shows it; the worker needs a direct
+   * worker and PostgreSQL). Readiness shows it; the worker needs a direct
    * connection.
    */
   get poolerSuspected(): boolean {
@@ -144,12 +144,12 @@ export class QueueLock {
    * into its WHERE so a process whose lock was lost (half-open socket, replaced session) cannot
    * claim, even before its heartbeat notices.
    *
-   * How (issue 11): with the queue's lock, the lock session takes a second session lock on a
+   * How: with the queue's lock, the lock session takes a second session lock on a
    * private key, random for each acquisition, which nothing else ever takes. The condition is a
    * failed shared try of that key: it fails only while a session holds the key exclusively, which
    * only this lock session ever does, and only while it lives. One lock-manager probe, where
-   * reading `pg_locks` (issue 9's first fence) copied the whole lock table on every claim: about
-   * 0.1 ms of a no-op job's 1.1 ms. When the key is free (the session is gone) the try succeeds,
+   * reading `pg_locks` would copy the whole lock table on every claim
+   * (about 0.1 ms of a no-op job's 1.1 ms). When the key is free (the session is gone) the try succeeds,
    * the condition is false and the claim takes nothing; the shared lock it took ends with the
    * claim's transaction. A scalar subquery, so it is evaluated once per statement, not per row.
    *
@@ -168,13 +168,14 @@ export class QueueLock {
    *
    * @returns true when this process now holds it (a fresh {@linkcode lost} signal goes with it);
    *   false when another session holds it.
-   * @throws the connection error when the database cannot be reached.
+   * @throws the connection error when the database cannot be reached; {@linkcode
+   *   InRecoveryError} when the server is in recovery (a standby).
    */
   async tryAcquire(): Promise<boolean> {
     if (this.held) return true;
     await this.#close();
     // A dedicated connection that never idles out or retires: the lock lives as long as it does.
-    const sql = postgres(this.#options.url, {
+    const sql = openClient(this.#options.url, {
       max: 1,
       idle_timeout: 0,
       max_lifetime: null,
@@ -191,12 +192,26 @@ export class QueueLock {
     // A random signed 64-bit key, never 0: the private key of this acquisition (claimFence).
     const fenceKey = crypto.getRandomValues(new BigInt64Array(1))[0] || 1n;
     try {
-      const [row] = await sql<{ locked: boolean; fenced: boolean | null; pid: number }[]>`
-        select locked, pg_backend_pid() as pid,
+      // No lock on a server in recovery (a standby, whatever the URL's target_session_attrs let
+      // through): it is not where the queue's rows are written, and a promotion elsewhere would
+      // leave two holders. Checked in the same statement that takes the lock.
+      const [row] = await sql<
+        { recovering: boolean; locked: boolean; fenced: boolean | null; pid: number }[]
+      >`
+        select recovering, locked, pg_backend_pid() as pid,
                case when locked then pg_try_advisory_lock(${fenceKey.toString()}::int8) end
                  as fenced
-        from (select pg_try_advisory_lock(hashtextextended(${this.#key}, 0)) as locked offset 0)
+        from (select recovering,
+                     case when not recovering
+                       then pg_try_advisory_lock(hashtextextended(${this.#key}, 0)) end as locked
+              from (select pg_is_in_recovery() as recovering offset 0) as server offset 0)
           as queue`;
+      if (row.recovering) {
+        throw new InRecoveryError(
+          `The ${this.#options.queue} queue lock's server is in recovery (a standby): no lock is ` +
+            "taken there; waiting for a primary",
+        );
+      }
       if (!row.locked) {
         await this.#close();
         return false;
@@ -235,7 +250,7 @@ export class QueueLock {
   // postgres.js reconnects transparently, so "a query worked" is not proof: the lock belongs to
   // the session, and a different backend pid means a different session that does not hold it.
   // One check at a time, each with a deadline: a half-open socket never answers, and stacked
-  // checks behind it would keep `held` true for as long as TCP takes to give up (issue 9).
+  // checks behind it would keep `held` true for as long as TCP takes to give up.
   async #check(): Promise<void> {
     const sql = this.#sql;
     if (!sql || !this.held || this.#checking) return;
@@ -278,7 +293,7 @@ export class QueueLock {
   // End our own abandoned lock session, by pid and name (a pid reused by another client is not
   // ours to end). Best effort, bounded by the connect timeout.
   async #terminate(pid: number): Promise<void> {
-    const sql = postgres(this.#options.url, { max: 1, connect_timeout: 5, onnotice: () => {} });
+    const sql = openClient(this.#options.url, { max: 1, connect_timeout: 5, onnotice: () => {} });
     try {
       await sql`
         select pg_terminate_backend(pid) from pg_stat_activity

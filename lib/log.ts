@@ -1,7 +1,7 @@
 /**
  * The process logger: JSON lines on stdout through pino, one fixed `msg` per event and the data in
- * fields (STYLE.md §6). Never log tokens or payload bodies; every line is redacted on its way out
- * (lib/redact.ts) all the same.
+ * fields (docs/development.md). Never log tokens or payload bodies; every line is redacted on its
+ * way out (lib/redact.ts) all the same.
  *
  * @module
  */

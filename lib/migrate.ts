@@ -59,7 +59,7 @@ export async function readMigrations(dir: URL | string): Promise<Migration[]> {
  * @param migrations from {@linkcode readMigrations}.
  * @param log receives one line per applied migration.
  * A database that is up to date is only read, never written: a read-only database (a standby, a
- * role with `default_transaction_read_only`) boots when nothing is to be applied (issue 9, item 4).
+ * role with `default_transaction_read_only`) boots when nothing is to be applied.
  *
  * @returns the versions applied by this call (empty when up to date).
  * @throws the database error of a failing migration; nothing of the batch is kept.

@@ -34,7 +34,7 @@ export interface QueueStats {
 
 /**
  * The consumer's leave, passed to {@linkcode Queue.run}, to claim the next job inside the
- * statement or transaction that completes this one (issue 11).
+ * statement or transaction that completes this one.
  *
  * @param sql the client the claim runs on (the pool, or the completing transaction).
  * @returns the queue lock's claim fence to AND into the claim's WHERE (lib/lock.ts), or null:
@@ -53,7 +53,7 @@ export type OrphanScope = "all" | "own";
 
 /**
  * Settle a claimed job: the queue's fenced write, in a transaction of its own, and its event only
- * once it has committed (STYLE.md §3). A fence that matches no row means the claim was lost: that
+ * once it has committed (docs/development.md). A fence that matches no row means the claim was lost: that
  * is logged, nothing changes, and the answer is false. A database fault is tried again
  * (lib/db.ts `retryFaults`; the fence makes a repeat harmless).
  *
@@ -89,7 +89,7 @@ export async function settleClaim(
   );
 }
 
-/** When a queue's {@linkcode Queue.recover} runs (STYLE.md §4: the queue decides). */
+/** When a queue's {@linkcode Queue.recover} runs (docs/development.md: the queue decides). */
 export type RecoverOn = "claim" | "poll";
 
 /** The least a claimed job carries: its id and the attempt count its claim wrote. */
@@ -100,11 +100,11 @@ export interface ClaimedJob {
 }
 
 /**
- * One queue: a module in `queues/` exporting these members (STYLE.md §4).
+ * One queue: a module in `queues/` exporting these members (docs/development.md).
  *
  * - `recoverOrphans` runs once each time the consumer acquires the queue's lock (first start,
  *   takeover after a SIGKILL, re-acquiring after a database restart), before the first claim.
- *   Holding the lock proves every row still in flight is orphaned (issue 9): rows claimed by
+ *   Holding the lock proves every row still in flight is orphaned: rows claimed by
  *   another boot id follow the queue's crash rule at once (no stale wait); rows claimed by this
  *   boot id were cut off by the lock loss, not a crash, and are given back (attempt not counted).
  *   With scope `"own"` it gives back this boot id's rows and touches no other: the consumer runs it
@@ -115,9 +115,9 @@ export interface ClaimedJob {
  *   finish. When it runs is the queue's `recoverOn`: `"claim"` (the default) before every claim,
  *   as ADR-022 requires of SSG (any `Running` row seen between jobs is dead); `"poll"` once after
  *   each lock acquisition and then on every poll tick, so its cost is paid per tick, not per job
- *   (issue 11: ingestion). It should return promptly once `signal` aborts.
+ *   (ingestion). It should return promptly once `signal` aborts.
  * - `claim` atomically takes the next job (one statement, SKIP LOCKED) or returns null. It ANDs
- *   `lockHeld` into its WHERE, so a claim without the queue lock takes nothing (issue 9).
+ *   `lockHeld` into its WHERE, so a claim without the queue lock takes nothing.
  * - `run` does the work and settles the job with fenced writes. Once `signal` aborts for shutdown
  *   or a lost lock it must reject with the signal's reason without settling anything; when the
  *   reason is a run timeout ({@linkcode isRunTimeout}) it settles the job as the queue sees fit.
@@ -131,10 +131,14 @@ export interface ClaimedJob {
  *   consumer calls it on the poll tick only, never on the claim path.
  * - `giveBack` returns an aborted job to its queue with a fenced write; false when the claim was
  *   already lost (0 rows), which is logged and never "fixed". It throws the database error.
+ * - `cancelRun` (optional) settles, with a fenced write, a run an admin cancelled once it has
+ *   stopped: `Failed` with {@linkcode CANCELLED} (the consumer aborts the run with a
+ *   {@linkcode CancelRequest}; the run rejects with it as on shutdown). False when the fence
+ *   matched no row. Without it a cancelled run is given back.
  * - `abandon` (optional) settles, with a fenced write, a run that ignored its timeout for the
  *   grace period: the queue's crash rule (the attempt spent). Without it such a job is given back.
  * - `nextDueMs` (optional) says when the next job becomes due, so an idle consumer wakes for it
- *   instead of waiting for the poll (issue 9, item 8).
+ *   instead of waiting for the poll.
  */
 export interface Queue<J extends ClaimedJob, C extends QueueContext> {
   /** Short name for logs and events, e.g. `ingestion`. */
@@ -155,6 +159,7 @@ export interface Queue<J extends ClaimedJob, C extends QueueContext> {
   run(ctx: C, job: J, signal: AbortSignal, claimNext?: ClaimNext): Promise<J | null | void>;
   giveBack(ctx: C, job: J): Promise<boolean>;
   abandon?(ctx: C, job: J, reason: string): Promise<boolean>;
+  cancelRun?(ctx: C, job: J): Promise<boolean>;
   prune?(ctx: C, signal: AbortSignal): Promise<void>;
   /**
    * @returns ms from now (database clock) until the earliest job that is waiting for a future
@@ -166,4 +171,93 @@ export interface Queue<J extends ClaimedJob, C extends QueueContext> {
 /** Whether an abort reason is a run timeout (as opposed to shutdown or a lost lock). */
 export function isRunTimeout(reason: unknown): boolean {
   return reason instanceof DOMException && reason.name === "TimeoutError";
+}
+
+/**
+ * The error an admin cancel writes on the job it ends `Failed` (a `Queued` job at once, a running
+ * one once its run has stopped), so ADR-022's "Failed is terminal until an admin retry" holds and
+ * a retry brings it back. The attempt history records it as outcome `cancelled`
+ * (sql/010_operations.sql).
+ */
+export const CANCELLED = "cancelled by admin";
+
+/** The abort reason of a run an admin cancelled (lib/consumer.ts `Consumer.cancel`). */
+export class CancelRequest extends Error {
+  override name = "CancelRequest";
+  constructor(id: string) {
+    super(`Job ${id} ${CANCELLED}`);
+  }
+}
+
+/** Whether an abort reason is an admin cancel (as opposed to shutdown, a lost lock, a timeout). */
+export function isCancel(reason: unknown): boolean {
+  return reason instanceof CancelRequest;
+}
+
+/**
+ * What an admin cancel did (each queue's `cancel`):
+ * - `cancelled`: the job is `Failed` with {@linkcode CANCELLED} now (it was runnable, or its run
+ *   stopped and was settled so);
+ * - `requested`: its run was asked to stop and has not settled yet (the consumer settles it);
+ * - `running_host`: a host-polled job is running: its step may already have acted (409);
+ * - `finished`: it is `Completed` or `Failed` (also when its run finished before the cancel);
+ * - `absent`: no such job.
+ */
+export type CancelOutcome<R> =
+  | { readonly outcome: "cancelled" | "requested" | "running_host" | "finished"; readonly job: R }
+  | { readonly outcome: "absent" };
+
+/** Most jobs one bulk retry re-queues (the rest stay `Failed`, and the answer says how many). */
+export const BULK_RETRY_MAX = 10_000;
+
+/** What a bulk retry of the jobs matching a filter did (each queue's `bulkRetry`). */
+export interface BulkRetryOutcome {
+  /** Failed jobs matching the filter, counted up to {@linkcode BULK_RETRY_MAX} + 1. */
+  readonly matched: number;
+  /** Jobs re-queued (0 for a dry run). */
+  readonly retried: number;
+  /** Matching jobs the queue's retry rule left `Failed` (e.g. SSG's one queued rebuild). */
+  readonly skipped: number;
+  /** More jobs matched than {@linkcode BULK_RETRY_MAX}: run it again for the rest. */
+  readonly truncated: boolean;
+  /** Ids re-queued. */
+  readonly ids: readonly string[];
+}
+
+/** Which jobs a list or a bulk retry takes: a status, words of the job's subject. */
+export interface JobFilter {
+  /** Only jobs in this status (one of the queue's). */
+  readonly status?: string;
+  /** Only jobs whose subject (file, edition id or title, book title) contains this, any case. */
+  readonly q?: string;
+}
+
+/** A page of a queue's jobs, newest first, keyset-paged on the id. */
+export interface JobListPage extends JobFilter {
+  /** Only jobs with a smaller id than this (the last id of the previous page). */
+  readonly beforeId?: string;
+  /** Most jobs to return (≥ 1). */
+  readonly limit: number;
+}
+
+/**
+ * A `LIKE` pattern matching `q` anywhere, its `%`, `_` and `\` taken literally.
+ *
+ * @example
+ * sql`and source_path ilike ${containing(q)}`
+ */
+export function containing(q: string): string {
+  return `%${q.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
+}
+
+/** The outcome of a bulk retry statement that counted `matched` and re-queued `ids`. */
+export function bulkOutcome(matched: number, ids: string[], dryRun: boolean): BulkRetryOutcome {
+  const eligible = Math.min(matched, BULK_RETRY_MAX);
+  return {
+    matched,
+    retried: ids.length,
+    skipped: dryRun ? 0 : eligible - ids.length,
+    truncated: matched > BULK_RETRY_MAX,
+    ids,
+  };
 }

@@ -1,5 +1,5 @@
 /**
- * Builds of the static site and the atomic switch of the live one (issue 7; EXAMPLES.md §2,
+ * Builds of the static site and the atomic switch of the live one (after
  * Capistrano's `symlink:release` and `cleanup`).
  *
  * Layout, for `SITE_DIR=.data/site`:

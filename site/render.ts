@@ -7,7 +7,7 @@
  * Every relative `src` and `href` in chapter HTML is checked against the files of its edition in
  * this build: one that would not resolve (an EPUB's cross-file link, an image that was never
  * extracted) is dropped — the `img` removed, the `a` unwrapped to its text — so the built site
- * has no broken internal link (issue 7).
+ * has no broken internal link.
  *
  * @module
  */
@@ -25,12 +25,20 @@ import {
   indexPage,
   robots,
   sitemap,
+  STYLESHEET,
+  STYLESHEET_PATH,
 } from "./pages.tsx";
 
 /** An edition's content for its pages. */
 export interface EditionContent {
   /** The asset version whose folder holds the edition's images (`v<version>`). */
   readonly assetVersion: number;
+  /**
+   * The version completely written to disk (`editions.assets_version`); when it is not
+   * `assetVersion` the edition's assets are missing and the render refuses the build. Absent:
+   * taken as written.
+   */
+  readonly writtenVersion?: number;
   /** In reading order. */
   readonly chapters: readonly ChapterPageData[];
 }
@@ -69,6 +77,23 @@ export interface RenderSummary {
   droppedRefs: number;
 }
 
+/**
+ * Editions whose assets are not (yet) written: a build without them would go live with their
+ * images dropped, so the render refuses it. `editions` names each one.
+ */
+export class MissingAssetsError extends Error {
+  override name = "MissingAssetsError";
+  constructor(
+    readonly editions: ReadonlyArray<{ id: string; assetVersion: number; written: number }>,
+  ) {
+    super(
+      `the assets of ${editions.length === 1 ? "edition" : "editions"} ${
+        editions.map((e) => `${e.id} (v${e.assetVersion} saved, v${e.written} written)`).join(", ")
+      } are not written yet`,
+    );
+  }
+}
+
 // The chapter files of an asset version: `<position>.html` at its top level (books/assets.ts).
 const CHAPTER_FILE = /^\d+\.html$/;
 
@@ -76,8 +101,9 @@ const CHAPTER_FILE = /^\d+\.html$/;
  * Render the site into `options.dir`.
  *
  * @returns counts of what was written.
- * @throws `signal.reason` when aborted (the caller removes the partial directory); a database or
- *   file-system error otherwise.
+ * @throws `signal.reason` when aborted (the caller removes the partial directory);
+ *   {@linkcode MissingAssetsError} naming every published edition whose assets are not written
+ *   (after reading them all, before the index is written); a database or file-system error.
  */
 export async function renderSite(options: RenderOptions): Promise<RenderSummary> {
   const { dir, signal } = options;
@@ -90,9 +116,19 @@ export async function renderSite(options: RenderOptions): Promise<RenderSummary>
   const summary: RenderSummary = { editions: 0, pages: 0, assets: 0, droppedRefs: 0 };
   const rendered: EditionSummary[] = [];
   const urls: string[] = [];
+  const missing: { id: string; assetVersion: number; written: number }[] = [];
   for (const edition of await options.source.list(signal)) {
     const content = await options.source.load(edition.id, signal);
     if (!content) continue;
+    if (content.writtenVersion !== undefined && content.writtenVersion !== content.assetVersion) {
+      missing.push({
+        id: edition.id,
+        assetVersion: content.assetVersion,
+        written: content.writtenVersion,
+      });
+      continue;
+    }
+    if (missing.length > 0) continue;
     const assets = await copyAssets(options, edition.id, content.assetVersion);
     summary.assets += assets.length;
     const own = new Set([
@@ -122,9 +158,11 @@ export async function renderSite(options: RenderOptions): Promise<RenderSummary>
     summary.editions++;
     rendered.push(edition);
   }
+  if (missing.length > 0) throw new MissingAssetsError(missing);
   // Last, so they list exactly the editions rendered above.
   await write("index.html", await indexPage(rendered));
   summary.pages++;
+  await write(STYLESHEET_PATH, STYLESHEET);
   const absolute = ["", ...urls.map((path) => path.replace(/(^|\/)index\.html$/, "$1"))]
     .map((path) => new URL(path, options.siteUrl).href);
   await write("sitemap.xml", await sitemap(absolute));
@@ -135,13 +173,19 @@ export async function renderSite(options: RenderOptions): Promise<RenderSummary>
 /**
  * Copy an edition's non-chapter asset files into `editions/<id>/` of the build. Only regular files
  * and directories are followed: a symlink could point outside `STORAGE_DIR` and publish a private
- * file, and a FIFO could block the render.
+ * file, and a FIFO could block the render. A file is published only as what its bytes are
+ * (books/resource_types.ts): an image, audio, video or WebVTT file under the extension of its real
+ * type, an SVG sanitised again; anything else (HTML, script, a file renamed to another type's
+ * extension) is left out, and the chapters' references to it are dropped like any that do not
+ * resolve. Assets stored before ingestion vetted them are held to the same rule.
  *
  * @returns the copied files' paths relative to the build root.
  */
 async function copyAssets(options: RenderOptions, id: string, version: number): Promise<string[]> {
   const from = join(options.storageDir, "editions", id, `v${version}`);
   const copied: string[] = [];
+  // Loaded on first use: a worker that never renders never holds the type sniffer.
+  const { vetResource } = await import("../books/resource_types.ts");
   const walk = async (rel: string): Promise<void> => {
     let entries: Deno.DirEntry[];
     try {
@@ -161,15 +205,23 @@ async function copyAssets(options: RenderOptions, id: string, version: number): 
       // The chapters are pages of their own; an `index.html` would overwrite the edition page.
       if (rel === "" && (CHAPTER_FILE.test(entry.name) || entry.name === "index.html")) continue;
       options.signal.throwIfAborted();
+      const vetted = await vetResource(await Deno.readFile(join(from, path)));
+      if (vetted === null || !hasExtension(entry.name, vetted.extension)) continue;
       const target = `editions/${id}/${path}`;
       await Deno.mkdir(join(options.dir, target, ".."), { recursive: true });
-      await Deno.copyFile(join(from, path), join(options.dir, target));
+      await Deno.writeFile(join(options.dir, target), vetted.bytes);
       options.onFile?.(target);
       copied.push(target);
     }
   };
   await walk("");
   return copied;
+}
+
+/** Whether a file name ends in `.<extension>` (`.jpeg` counts as `jpg`), case-insensitively. */
+function hasExtension(name: string, extension: string): boolean {
+  const own = name.slice(name.lastIndexOf(".") + 1).toLowerCase();
+  return own === extension || (own === "jpeg" && extension === "jpg");
 }
 
 // Resolve references against a fake origin: anything that stays on it is a path in the build.

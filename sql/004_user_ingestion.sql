@@ -10,7 +10,7 @@ create table user_books (
   author text,
   format text,
   status text not null default 'Processing' check (status in ('Processing', 'Ready', 'Failed')),
-  -- The reader-facing message (issue 7): never a stack trace, never blames the file for a crash.
+  -- The reader-facing message: never a stack trace, never blames the file for a crash.
   error text,
   created_at timestamptz not null default now(),
   updated_at timestamptz not null default now()

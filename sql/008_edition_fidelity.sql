@@ -1,4 +1,4 @@
--- Issue 10, "Books come out right": what a reader sees of an edition beyond its chapter text.
+-- What a reader sees of an edition beyond its chapter text.
 
 -- language: BCP 47 tag from the book (EPUB dc:language), null when it names none.
 -- direction: page-progression direction ('ltr' | 'rtl'), null when the book gives no clue.

@@ -1,4 +1,4 @@
--- Issue 11, "per-job cost at the floor": indexes that keep the ingestion sweeps independent of the
+-- The per-job cost at its floor: indexes that keep the ingestion sweeps independent of the
 -- backlog, and NOTIFY triggers that cost nothing on the writes that cannot wake anyone.
 
 -- The stale sweep (queues/ingestion.ts recover(), at lock acquisition and on the poll tick) reads

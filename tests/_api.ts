@@ -9,6 +9,8 @@ import { type ApiDeps, createApi } from "../lib/http/api.ts";
 import type { EventHub } from "../lib/events.ts";
 import { Lifecycle } from "../lib/lifecycle.ts";
 import type { Logger } from "../lib/log.ts";
+import type { Sql } from "../lib/db.ts";
+import { QueueControl } from "../lib/control.ts";
 
 /**
  * `createApi()` with the test's token and routes, a 2 s shutdown budget and a health check that
@@ -27,4 +29,17 @@ export function testApi(
     health: () => Promise.resolve({}),
     ...deps,
   });
+}
+
+/**
+ * A {@linkcode QueueControl} on the test's pool for route builders that take one: its cancel
+ * requests go to `<schema>.queue_control`, which only a test that listens there receives.
+ *
+ * @param schema the test schema (the channel's prefix); `test` when the test sends no cancel.
+ */
+export function testControl(
+  ctx: { sql: Sql; log: Logger },
+  schema = "test",
+): QueueControl {
+  return new QueueControl({ sql: ctx.sql, schema, log: ctx.log });
 }

@@ -7,6 +7,7 @@
 import { connect, guardDriverCloseCrash, type Sql } from "../lib/db.ts";
 import { createLogger } from "../lib/log.ts";
 import { migrate, readMigrations } from "../lib/migrate.ts";
+import { skipNote, type Tool } from "./_requires.ts";
 
 // The tests terminate backends on purpose; like main.ts, they must survive the driver's known
 // crash on a closed connection (see guardDriverCloseCrash).
@@ -119,19 +120,26 @@ export async function within<T>(
  * `Deno.test` with a fresh migrated schema for the test, dropped afterwards.
  *
  * @param name the test's name: the symbol and its behaviour.
- * @param options `knownFailure`: why the test is skipped for now (it then runs as ignored).
+ * @param options `knownFailure`: why the test is skipped for now (it then runs as ignored);
+ *   `requires`: the system packages it needs (tests/_requires.ts: ignored where one is missing,
+ *   outside CI).
  */
 export function dbTest(
   name: string,
   fn: (db: TestDb) => Promise<void>,
-  options: { knownFailure?: string } = {},
+  options: { knownFailure?: string; requires?: readonly Tool[] } = {},
 ): void {
   // A known failure is reported as ignored (never as passed), with the reason in its name, so
   // it stays visible in every run until it is fixed.
-  const label = options.knownFailure ? `${name} [KNOWN FAILURE: ${options.knownFailure}]` : name;
+  const skip = skipNote(options.requires ?? []);
+  const label = options.knownFailure
+    ? `${name} [KNOWN FAILURE: ${options.knownFailure}]`
+    : skip
+    ? `${name} [skipped: ${skip}]`
+    : name;
   Deno.test({
     name: label,
-    ignore: options.knownFailure !== undefined,
+    ignore: options.knownFailure !== undefined || skip !== null,
     fn: async () => {
       const db = await createTestDb("t");
       try {

@@ -57,6 +57,26 @@ export const PNG = Uint8Array.from(
 );
 
 /**
+ * A PNG's chunk structure around `payload`: the signature, the 1×1 image's `IHDR`, `payload` as
+ * one `IDAT` chunk, and `IEND` (CRCs left zero), so a type sniffer reads it as the PNG it is
+ * declared to be; the whole file is `payload.length + 45` bytes, as incompressible as `payload`.
+ */
+function pngFrame(payload: Uint8Array): Uint8Array {
+  const ihdr = PNG.subarray(8, 33); // length, "IHDR", 13 bytes, CRC
+  const out = new Uint8Array(8 + ihdr.length + 12 + payload.length + 12);
+  out.set(PNG.subarray(0, 8));
+  out.set(ihdr, 8);
+  const view = new DataView(out.buffer);
+  let at = 8 + ihdr.length;
+  view.setUint32(at, payload.length);
+  out.set(new TextEncoder().encode("IDAT"), at + 4);
+  out.set(payload, at + 8);
+  at += 12 + payload.length;
+  out.set(new TextEncoder().encode("IEND"), at + 4);
+  return out;
+}
+
+/**
  * A big synthetic EPUB 3: the nav document, then `chapters` content documents, each with
  * paragraphs of text, a footnote link to the notes chapter and back, an image every 10th chapter,
  * and (with `math`) MathML formulas.
@@ -103,8 +123,7 @@ export function bigEpub(
       for (let k = 0; k < image.length; k += 65536) {
         crypto.getRandomValues(image.subarray(k, k + 65536));
       }
-      image.set(PNG.subarray(0, 8));
-      files[`OEBPS/images/i${i}.png`] = image;
+      files[`OEBPS/images/i${i}.png`] = pngFrame(image);
       manifest.push(`<item id="i${i}" href="images/i${i}.png" media-type="image/png"/>`);
     }
     files[`OEBPS/text/c${i}.xhtml`] = xhtml(`Chapter ${i}`, body.join("\n"));

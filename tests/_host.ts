@@ -18,16 +18,18 @@ import type { TestDb } from "./_db.ts";
 /** The bearer token of {@linkcode hostApi}. */
 export const HOST_TOKEN = "host-test-token-0123456789";
 
-/** The API with the host queues' routes; `announced` collects what complete announced. */
+/**
+ * The API with the host queues' routes, completes recording IndexNow pings; `announced()` reads
+ * the editions whose ping the outbox holds, in recording order.
+ */
 export function hostApi(db: Pick<TestDb, "sql">, options: { staleAfterMs?: number } = {}) {
   const log = createLogger(Deno.env.get("TEST_LOG_LEVEL") ?? "silent");
   const events = new EventHub();
-  const announced: string[] = [];
   const autoCtx: AutoPublishContext = {
     sql: db.sql,
     log,
     events,
-    announce: (id) => void announced.push(id),
+    indexNow: true,
   };
   const seoCtx: SeoContext = {
     sql: db.sql,
@@ -54,6 +56,10 @@ export function hostApi(db: Pick<TestDb, "sql">, options: { staleAfterMs?: numbe
         },
       body: body === undefined ? undefined : typeof body === "string" ? body : JSON.stringify(body),
     });
+  const announced = async () =>
+    (await db.sql<{ edition: string }[]>`
+      select payload->>'edition_id' as edition from outbox where kind = 'indexnow' order by id`)
+      .map((r) => r.edition);
   return { app, call, announced, autoCtx, seoCtx, events };
 }
 

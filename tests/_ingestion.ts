@@ -112,6 +112,8 @@ export async function startConsumer(
     abortGraceMs?: number;
     queue?: Queue<IngestionJob, IngestionContext>;
     applicationName?: string;
+    /** The consumer's pause flag (lib/consumer.ts `paused`). */
+    paused?: () => boolean;
   } = {},
 ): Promise<RunningConsumer> {
   const queue = options.queue ?? ingestion;
@@ -132,6 +134,7 @@ export async function startConsumer(
     standbyRetryMs: options.standbyRetryMs ?? 100,
     runTimeoutMs: options.runTimeoutMs ?? 60_000,
     abortGraceMs: options.abortGraceMs,
+    paused: options.paused,
   });
   consumer.start();
   return {

@@ -31,6 +31,13 @@ export interface PgProxy {
    * reach the server: what they run commits, and they never hear it (until {@linkcode cut}).
    */
   muteReplies(app: RegExp): number;
+  /**
+   * From the next `COMMIT` a matching client sends on, drop every reply to it: the commit
+   * happens, its answer is lost (until {@linkcode cut}).
+   */
+  muteAfterCommit(app: RegExp): void;
+  /** Close the connections whose replies are muted (the socket of a lost answer dies). */
+  closeMuted(): number;
   /** Drop `NotificationResponse` messages to clients whose app name matches (null: none). */
   dropNotifications(app: RegExp | null): void;
   /** Close every connection and refuse new ones until {@linkcode restore}. */
@@ -63,6 +70,7 @@ export function startProxy(upstreamUrl: string): PgProxy {
   const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
   const pipes = new Set<Pipe>();
   let dropFor: RegExp | null = null;
+  let muteCommitFor: RegExp | null = null;
   let refusing = false;
   let dropped = 0;
 
@@ -78,6 +86,12 @@ export function startProxy(upstreamUrl: string): PgProxy {
         first = false;
       }
       if (pipe.blackholed) continue;
+      // A Query or Parse message whose text is COMMIT (a control byte or the statement name's
+      // NUL before it, its own NUL after): its answer and everything after are dropped.
+      if (muteCommitFor?.test(pipe.app) && sendsCommit(chunk)) {
+        pipe.muted = true;
+        muteCommitFor = null;
+      }
       await writeAll(pipe.server, chunk).catch(() => {});
     }
     close(pipe);
@@ -164,6 +178,14 @@ export function startProxy(upstreamUrl: string): PgProxy {
       for (const pipe of pipes) if (app.test(pipe.app)) (pipe.muted = true, n++);
       return n;
     },
+    muteAfterCommit(app) {
+      muteCommitFor = app;
+    },
+    closeMuted() {
+      const muted = [...pipes].filter((p) => p.muted);
+      for (const pipe of muted) close(pipe);
+      return muted.length;
+    },
     dropNotifications(app) {
       dropFor = app;
     },
@@ -190,4 +212,15 @@ export function startProxy(upstreamUrl: string): PgProxy {
 async function writeAll(conn: Deno.TcpConn, data: Uint8Array): Promise<void> {
   let at = 0;
   while (at < data.length) at += await conn.write(data.subarray(at));
+}
+
+// Whether a chunk of client messages holds a statement whose whole text is COMMIT: the bytes
+// "commit" with a control byte or NUL before them (a length or the statement name's end) and a
+// NUL after.
+function sendsCommit(chunk: Uint8Array): boolean {
+  const text = new TextDecoder().decode(chunk).toLowerCase();
+  for (let at = text.indexOf("commit\0"); at > 0; at = text.indexOf("commit\0", at + 1)) {
+    if (text.charCodeAt(at - 1) < 0x20) return true;
+  }
+  return false;
 }

@@ -52,7 +52,7 @@ export async function insertEdition(
     author?: string | null;
     chapters: TestChapter[];
     published?: boolean;
-    assets?: Record<string, string>;
+    assets?: Record<string, string | Uint8Array>;
   },
 ): Promise<string> {
   const [row] = await db.sql<{ id: string }[]>`
@@ -72,9 +72,10 @@ export async function insertEdition(
   for (const [i, c] of edition.chapters.entries()) {
     await Deno.writeTextFile(join(dir, `${i + 1}.html`), c.html);
   }
-  for (const [path, text] of Object.entries(edition.assets ?? {})) {
+  for (const [path, content] of Object.entries(edition.assets ?? {})) {
     await Deno.mkdir(join(dir, path, ".."), { recursive: true });
-    await Deno.writeTextFile(join(dir, path), text);
+    if (typeof content === "string") await Deno.writeTextFile(join(dir, path), content);
+    else await Deno.writeFile(join(dir, path), content);
   }
   return row.id;
 }

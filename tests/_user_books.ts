@@ -10,7 +10,7 @@ import { createLogger } from "../lib/log.ts";
 import { EventHub } from "../lib/events.ts";
 import type { UserIngestionContext, UserIngestionJobRow } from "../queues/user_ingestion/mod.ts";
 import type { EnrichmentContext } from "../queues/enrichment/mod.ts";
-import { type RemoteSettings } from "../queues/enrichment/remote.ts";
+import { type RemoteSettings } from "../queues/enrichment/_remote.ts";
 import { remoteEngine } from "../queues/enrichment/mod.ts";
 import type { TestDb } from "./_db.ts";
 import { connect } from "../lib/db.ts";
@@ -165,6 +165,13 @@ export function epubBytes(encryption?: { algorithm: string; uri?: string }): Uin
 
 /** The DRM algorithm of a typical Adobe ADEPT book (AES-128-CBC). */
 export const AES128 = "http://www.w3.org/2001/04/xmlenc#aes128-cbc";
+
+/**
+ * An Idempotency-Key without its intent: `book-<id>-<uuid>-attempt-<n>` → `book-<id>-attempt-<n>`.
+ */
+export function stripIntent(key: string): string {
+  return key.replace(/^(book-\d+)-[0-9a-f-]{36}(-attempt-\d+)$/, "$1$2");
+}
 
 /** How the fake chat server answers the next requests. */
 export type ChatMode = "answer" | "fenced" | "malformed" | "hold" | "error500";

@@ -4,6 +4,8 @@
  * @module
  */
 import type { TestDb } from "./_db.ts";
+import { dirname } from "node:path";
+import { startArgs } from "../bench/_start_command.ts";
 
 /** A spawned worker process. */
 export interface WorkerProcess {
@@ -53,19 +55,27 @@ export async function collectJsonLines(
 export const TEST_TOKEN = "test-token-0123456789abcdef";
 
 /**
- * Spawn `deno run -A main.ts` against a test schema.
+ * Spawn the worker with the start task's command line (deno.json `start` of the checkout `main`
+ * belongs to: its explicit permissions, so a permission the worker needs and the task lacks fails
+ * the process tests) against a test schema. Its `DATA_DIR`, `STORAGE_DIR` and `SITE_DIR` are a
+ * temporary directory of its own (removed once it exits) unless `env` names them, so no test
+ * writes into the checkout's `.data/`.
  *
  * @param env extra or overriding variables.
  * @param runFlags extra `deno run` flags, e.g. `--import-map=…`.
- * @param options `openFiles`: run under `sh -c 'ulimit -n <openFiles>; exec deno …'`.
+ * @param main the entry point to run (default: this checkout's `main.ts`).
+ * @param options `openFiles`: run under `sh -c 'ulimit -n <openFiles> && exec deno …'`.
  */
 export function spawnWorker(
   db: TestDb | null,
   env: Record<string, string>,
   runFlags: string[] = [],
+  main = new URL("../main.ts", import.meta.url).pathname,
   options: { openFiles?: number } = {},
 ): WorkerProcess {
-  const deno = ["run", "-A", ...runFlags, new URL("../main.ts", import.meta.url).pathname];
+  const scratch = Deno.makeTempDirSync({ prefix: "textstack-worker-" });
+  const start = startArgs(dirname(main));
+  const deno = [...start.slice(0, -1), ...runFlags, start.at(-1)!];
   const [command, args] = options.openFiles === undefined ? [Deno.execPath(), deno] : ["/bin/sh", [
     "-c",
     `ulimit -n ${options.openFiles} && exec "$0" "$@"`,
@@ -76,6 +86,9 @@ export function spawnWorker(
     args,
     env: {
       ...(db ? { DATABASE_URL: db.url, DATABASE_SCHEMA: db.schema } : {}),
+      DATA_DIR: `${scratch}/data`,
+      STORAGE_DIR: `${scratch}/storage`,
+      SITE_DIR: `${scratch}/site`,
       HOST: "127.0.0.1",
       PORT: "0",
       INTERNAL_API_TOKEN: TEST_TOKEN,
@@ -96,7 +109,8 @@ export function spawnWorker(
     collectJsonLines(child.stdout, logs, wakeWaiters),
     collectJsonLines(child.stderr, logs, wakeWaiters, "stderr: "),
   ]);
-  const exited = Promise.all([child.status, pumps]).then(([status]) => {
+  const exited = Promise.all([child.status, pumps]).then(async ([status]) => {
+    await Deno.remove(scratch, { recursive: true }).catch(() => {});
     for (const w of waiters) w();
     return status;
   });

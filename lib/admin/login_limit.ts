@@ -1,5 +1,5 @@
 /**
- * The rate limit on `POST /admin/login` (review5, item 2): at most {@linkcode LOGIN_ATTEMPTS}
+ * The rate limit on `POST /admin/login`: at most {@linkcode LOGIN_ATTEMPTS}
  * refused sign-ins per client address in a {@linkcode LOGIN_WINDOW_MS} window; past it, every
  * sign-in from that address (the right token too) is answered 429 with `Retry-After` until the
  * window ends. A successful sign-in is not counted. Counting is `hono-rate-limiter`'s, in its

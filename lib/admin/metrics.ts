@@ -1,5 +1,5 @@
 /**
- * Prometheus metrics (issue 12), on a private prom-client `Registry`, every name prefixed
+ * Prometheus metrics, on a private prom-client `Registry`, every name prefixed
  * `textstack_worker_`, per-queue series labelled `queue` (never a job or edition id).
  *
  * - Point-in-time gauges (jobs by status, oldest runnable age, open breakers, connections) are
@@ -10,15 +10,62 @@
  *   synchronous O(1) update inside `publish`, so every event is counted (a subscriber may drop
  *   events; an observer cannot) and no queue waits on metrics (ADR-052).
  * - Every queue's series exist from startup (`inc(…, 0)`, `zero()`).
+ * - With `processMetrics`, prom-client's default process series beside them, unprefixed as
+ *   every Prometheus client names them: `process_resident_memory_bytes`, `process_cpu_*`,
+ *   `process_open_fds` and `process_max_fds` (read from /proc on Linux, as under Node, when the
+ *   process has every permission; else the resident memory from `Deno.memoryUsage()` and no
+ *   descriptor counts: {@linkcode withoutProcSelf}),
+ *   `nodejs_eventloop_lag_*` (sampled every 100 ms, not prom-client's 10 ms: an idle worker
+ *   should not wake 100 times a second), `nodejs_heap_*`.
  *
  * @module
  */
 import { Hono } from "hono";
 import { bearerGuard } from "../http/bearer.ts";
-import { Counter, Gauge, Histogram, Registry } from "prom-client";
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from "prom-client";
 import type { EventHub, SequencedEvent } from "../events.ts";
 import type { StatsCache } from "./stats_cache.ts";
 import type { QueueView } from "./queue_view.ts";
+
+/** The default series prom-client reads from /proc/self on Linux (a 0 when it cannot). */
+const PROC_SELF_SERIES = [
+  "process_resident_memory_bytes",
+  "process_virtual_memory_bytes",
+  "process_heap_bytes",
+  "process_open_fds",
+  "process_max_fds",
+];
+
+/**
+ * Whether this process may read /proc/self: Deno grants a /proc/<pid>/ file only with every
+ * permission (denoland/deno#23703), so under explicit permissions (deno.json `start`, the image's
+ * entrypoint) it may not.
+ */
+function procSelfReadable(): boolean {
+  try {
+    Deno.readTextFileSync("/proc/self/stat");
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Without /proc/self, prom-client's series from it would read 0: they are left out, and the
+ * resident memory comes from `Deno.memoryUsage().rss` instead (the descriptor counts, virtual
+ * memory and data segment have no other source).
+ */
+function withoutProcSelf(registry: Registry): void {
+  for (const name of PROC_SELF_SERIES) registry.removeSingleMetric(name);
+  new Gauge({
+    name: "process_resident_memory_bytes",
+    help: "Resident memory size in bytes.",
+    registers: [registry],
+    collect() {
+      this.set(Deno.memoryUsage().rss);
+    },
+  });
+}
 
 /** Prefix of every metric name. */
 export const METRIC_PREFIX = "textstack_worker_";
@@ -39,6 +86,13 @@ export interface MetricsDeps {
   poolMax: Readonly<Record<string, number>>;
   /** The listener's cumulative reconnects and missed probes (lib/listener.ts), when there is one. */
   listener?: { readonly reconnects: number; readonly probeFailures: number };
+  /** Whether a queue is paused now (lib/control.ts), by queue name. */
+  paused?: (queue: string) => boolean;
+  /**
+   * Register prom-client's default process series too (main.ts does; its event-loop sampler runs
+   * until the process ends, so a test that builds metrics in-process leaves it off).
+   */
+  processMetrics?: boolean;
 }
 
 /**
@@ -66,6 +120,7 @@ const COUNTED = {
   given_back: "give_backs",
   recovered: "recoveries",
   retried: "retries",
+  cancelled: "cancellations",
 } as const;
 
 /**
@@ -121,6 +176,20 @@ export function createMetrics(deps: MetricsDeps): { registry: Registry; stop: ()
       this.set(at ? Math.max(0, (Date.now() - at.getTime()) / 1000) : -1);
     },
   });
+  const paused = deps.paused;
+  new Gauge({
+    name: `${p}queue_paused`,
+    help: "1 while the queue is paused (no instance claims its jobs; lib/control.ts), else 0",
+    labelNames: ["queue"],
+    registers,
+    collect() {
+      for (const queue of queues) this.set({ queue }, paused?.(queue) ? 1 : 0);
+    },
+  });
+  if (deps.processMetrics) {
+    collectDefaultMetrics({ register: registry, eventLoopMonitoringPrecision: 100 });
+    if (Deno.build.os === "linux" && !procSelfReadable()) withoutProcSelf(registry);
+  }
   new Gauge({
     name: `${p}lock_held`,
     help: "1 when this process holds the queue's consumer lock (ADR-022), else 0",
@@ -176,7 +245,7 @@ export function createMetrics(deps: MetricsDeps): { registry: Registry; stop: ()
       }
     } else if (
       event.transition === "completed" || event.transition === "failed" ||
-      event.transition === "given_back"
+      event.transition === "given_back" || event.transition === "cancelled"
     ) {
       const start = claimedAt.get(key);
       claimedAt.delete(key);
@@ -262,6 +331,7 @@ export function createMetrics(deps: MetricsDeps): { registry: Registry; stop: ()
       }
     },
   });
+  for (const view of deps.views) view.metrics?.(registry, p);
   return { registry, stop };
 }
 

@@ -1,13 +1,22 @@
 /**
  * A queue's admin view: what `/admin` and `/metrics` read about one queue, each answered by the
- * queue's own statements (issue 12: no generic layer guesses at tables). Each queue has a
+ * queue's own statements (no generic layer guesses at tables). Each queue has a
  * `queues/<queue>_view.ts` exporting one {@linkcode QueueView} over its module's `stats(sql)` and
  * `retry`; main.ts lists them.
  *
  * @module
  */
+import type { Registry } from "prom-client";
 import type { Sql } from "../db.ts";
-import type { QueueContext, QueueStats } from "../queue.ts";
+import type {
+  BulkRetryOutcome,
+  CancelOutcome,
+  JobFilter,
+  JobListPage,
+  QueueContext,
+  QueueStats,
+} from "../queue.ts";
+import type { QueueControl } from "../control.ts";
 
 /** One job as a list shows it. */
 export interface JobSummary {
@@ -37,15 +46,11 @@ export interface JobDetail {
   readonly rows: ReadonlyArray<ReadonlyArray<string | number | null>>;
 }
 
-/** Which page of a queue's jobs to list: newest first, keyset-paged on the id. */
-export interface JobPage {
-  /** Only jobs in this status; every status when absent. */
-  readonly status?: string;
-  /** Only jobs with a smaller id than this (the last id of the previous page). */
-  readonly beforeId?: string;
-  /** Most jobs to return (≥ 1). */
-  readonly limit: number;
-}
+/**
+ * Which page of a queue's jobs to list: newest first, keyset-paged on the id, by status and `q`
+ * (the same statement as the queue's list route).
+ */
+export type JobPage = JobListPage;
 
 /**
  * What an admin retry did: `retried`, or why not — the job is not `Failed` (`reason` says its
@@ -92,6 +97,18 @@ export interface QueueView {
    * event after its commit; changes nothing unless it retried.
    */
   retry?(ctx: QueueContext, id: string): Promise<RetryOutcome>;
+  /**
+   * The admin cancel (lib/queue.ts `CancelOutcome`): a runnable job → `Failed` (cancelled by
+   * admin); a running job of an in-process queue is stopped through `control`; a running
+   * host-polled job is refused.
+   */
+  cancel?(
+    ctx: QueueContext,
+    id: string,
+    control: Pick<QueueControl, "requestCancel">,
+  ): Promise<CancelOutcome<unknown>>;
+  /** The bulk admin retry of every `Failed` job matching `filter` (one statement, bounded). */
+  bulkRetry?(ctx: QueueContext, filter: JobFilter, dryRun: boolean): Promise<BulkRetryOutcome>;
   /** Extra tables for a job's page (e.g. ingestion's chapters); none when absent. */
   details?(sql: Sql, job: Record<string, unknown>): Promise<JobDetail[]>;
   /**
@@ -99,6 +116,11 @@ export interface QueueView {
    * 5 `Failed` jobs in 24 h, ADR-022 row 5); counted in the background with the stats.
    */
   openBreakers?(sql: Sql): Promise<number>;
+  /**
+   * The queue's own series beyond the shared ones, where it has some (enrichment: tokens used),
+   * registered on the metrics registry; names start with `prefix`.
+   */
+  metrics?(registry: Registry, prefix: string): void;
 }
 
 /** The one status an admin retry accepts (ADR-022): the dashboard offers retry for it alone. */

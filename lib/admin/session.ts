@@ -1,5 +1,5 @@
 /**
- * The dashboard's sign-in sessions, held in this process's memory (review5, item 1): a session is
+ * The dashboard's sign-in sessions, held in this process's memory: a session is
  * a random id the server knows, so signing out ends it for good. A cookie that holds only an
  * expiry (the design before) cannot be revoked: the old cookie kept opening `/admin` until it
  * expired, 12 h after sign-in.

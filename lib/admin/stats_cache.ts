@@ -3,7 +3,7 @@
  * it runs each queue's own `stats`, `throughput` (and `openBreakers` where the queue has a
  * breaker) and the lock-holder query once, and `/admin` and
  * `/metrics` read the last snapshot. Counting job rows can get slow on a big table, so it never
- * runs per request, per scrape or per event-stream subscriber (issue 12).
+ * runs per request, per scrape or per event-stream subscriber.
  *
  * @module
  */

@@ -2,24 +2,25 @@
  * The internal HTTP API: `createApi(deps)` returns the Hono app (it never calls `Deno.serve`).
  *
  * - `GET /healthz`: no token; 200 while the process answers. It never touches the database, so a
- *   database outage never gets the worker restarted (issue 9, item 6; EXAMPLES.md §4).
+ *   database outage never gets the worker restarted.
  * - `GET /readyz`: no token; 200 when ready to take traffic (migrated, database answers, every
  *   consumer holds its lock or stands by for a real holder, listener live), else 503 with the
- *   failing checks; 503 from the first shutdown signal on.
+ *   failing checks; 503 from the first shutdown signal on. `paused` lists the paused queues (a
+ *   paused queue is still ready).
  * - `/internal/*`: body limit → bearer token (every refusal 401 with `WWW-Authenticate: Bearer`,
  *   lib/http/bearer.ts) → the mounted routes (each queue's own).
  * - `GET /internal/events`: the live job event stream as Server-Sent Events; `HEAD` answers
  *   without subscribing; refused (503) from the first shutdown signal on.
  * - `GET /internal/openapi.json`: the OpenAPI 3.1 document of every `/internal` route
  *   (lib/http/openapi_document.ts, loaded on the first request), generated from the validators' own
- *   schemas (issue 12).
+ *   schemas.
  * - `apps`: mounted at the root with their own auth (`/metrics`, `/admin`). A {@linkcode LazyApp}
- *   is loaded on the first request under its prefix (issue 11, memory: the dashboard is not held
+ *   is loaded on the first request under its prefix (the dashboard is not held
  *   at idle until someone opens it) and answers as if mounted.
  *
  * Every error is JSON `{ error }`: an `HTTPException` keeps its status, bad input is 4xx, a wrong
  * method on a known path is 405 with `Allow` (for every route, mounted ones too), a database
- * that is unavailable is 503, anything else is logged and answered 500 (STYLE.md §7).
+ * that is unavailable is 503, anything else is logged and answered 500 (docs/development.md).
  *
  * @module
  */
@@ -29,7 +30,7 @@ import { HTTPException } from "hono/http-exception";
 import { methodNotAllowed } from "hono/method-not-allowed";
 import { streamSSE } from "hono/streaming";
 import type { Logger } from "../log.ts";
-import type { EventHub } from "../events.ts";
+import type { EventHub, SequencedEvent } from "../events.ts";
 import { Drain } from "../drain.ts";
 import type { Lifecycle } from "../lifecycle.ts";
 import { dbFault } from "../db.ts";
@@ -40,6 +41,13 @@ import { bearerGuard } from "./bearer.ts";
 export const MAX_BODY_BYTES = 64 * 1024;
 /** Events buffered per SSE subscriber before its oldest are dropped. */
 export const EVENTS_PER_SUBSCRIBER = 256;
+/**
+ * A comment line is sent on an event stream this often, in ms, so an idle stream is not cut by a
+ * proxy's read timeout (nginx `proxy_read_timeout` 60 s, cloud load balancers 30–60 s).
+ */
+export const HEARTBEAT_MS = 15_000;
+/** The `retry:` a stream gives `EventSource`: reconnect this many ms after a cut. */
+export const RECONNECT_MS = 3_000;
 
 /** What {@linkcode createApi} needs. */
 export interface ApiDeps {
@@ -49,6 +57,8 @@ export interface ApiDeps {
   events: EventHub;
   /** Registers each SSE stream's drain so shutdown stops it within the budget. */
   lifecycle: Lifecycle;
+  /** Heartbeat period of the event streams, in ms ({@linkcode HEARTBEAT_MS} when absent). */
+  heartbeatMs?: number;
   /** Liveness detail for `/healthz` (e.g. the boot id); must not touch the database. */
   health: () => Promise<Record<string, unknown>>;
   /** Readiness for `/readyz` (checked only while not shutting down). */
@@ -66,8 +76,8 @@ export interface ApiDeps {
 }
 
 /**
- * An app mounted at the root but loaded on the first request under `prefix` (a dynamic import,
- * issue 11: what no request needs is not held in memory). It answers as a mounted app does: a
+ * An app mounted at the root but loaded on the first request under `prefix` (a dynamic import:
+ * what no request needs is not held in memory). It answers as a mounted app does: a
  * wrong method on one of its paths is 405 with `Allow`, an unknown path the API's JSON 404, and
  * an error it throws reaches the API's `onError`. A load that fails is tried again on the next
  * request.
@@ -83,23 +93,35 @@ export interface LazyApp {
 export interface Readiness {
   readonly ready: boolean;
   readonly checks: Readonly<Record<string, unknown>>;
+  /** Which instance answers (boot id, pid, host, the queues it consumes). */
+  readonly instance?: Readonly<Record<string, unknown>>;
+  /** The paused queues (lib/control.ts): shown in a field of their own, never unready. */
+  readonly paused?: readonly string[];
 }
 
 /** What {@linkcode streamEvents} needs. */
-export type EventStreamDeps = Pick<ApiDeps, "events" | "lifecycle" | "log">;
+export type EventStreamDeps = Pick<ApiDeps, "events" | "lifecycle" | "log" | "heartbeatMs">;
 
 const OPENAPI_INFO = {
   title: "TextStack edge worker internal API",
   version: "1",
   description: "Every route needs `Authorization: Bearer <INTERNAL_API_TOKEN>`.",
+  // The worker is not published under an open licence: its API description says so.
+  license: { name: "Proprietary: TextStack internal use only", identifier: "LicenseRef-TextStack" },
 };
 
 /**
- * Answer with the live job event stream as Server-Sent Events: `ready` once subscribed, then one
- * event per committed transition, through a drop-oldest subscription and a drain registered with
- * the lifecycle, so shutdown closes it within the budget (ADR-052). From the first shutdown
- * signal on it refuses new streams (503, issue 9 item 6); a `HEAD` is answered without
- * subscribing (issue 9 item 9).
+ * Answer with the live job event stream as Server-Sent Events: `ready` once subscribed (with
+ * `retry:`), then one event per committed transition, each with its `id:` (`<epoch>-<seq>`),
+ * through a drop-oldest subscription and a drain registered with the lifecycle, so shutdown
+ * closes it within the budget (ADR-052). From the first shutdown signal on it refuses new streams
+ * (503); a `HEAD` is answered without subscribing.
+ *
+ * Behind proxies: `X-Accel-Buffering: no` (nginx passes each event on at once),
+ * `Cache-Control: no-cache`, and a `: heartbeat` comment every `heartbeatMs` (15 s), so an idle
+ * stream is never cut for silence. A client that reconnects with `Last-Event-ID` (EventSource
+ * does) first gets the events it missed that the hub's replay buffer still holds, or, when it
+ * cannot (another process's id, or older than the buffer), a `reset` event: re-read the state.
  *
  * @param name the subscriber's name in logs, e.g. `events subscriber 3`.
  * @returns the streaming response, or the 503 / `HEAD` answer.
@@ -107,40 +129,59 @@ const OPENAPI_INFO = {
  * app.get("/admin/events", (c) => streamEvents(c, deps, "admin subscriber 1"));
  */
 export function streamEvents(c: Context, deps: EventStreamDeps, name: string): Response {
-  // A process that is leaving takes no new streams (issue 9, item 6).
+  // A process that is leaving takes no new streams.
   if (deps.lifecycle.stopping.aborted) {
     return c.json({ error: "Shutting down: connect to another instance" }, 503);
   }
-  // Hono runs the GET handler for HEAD: answer it without subscribing (issue 9, item 9).
+  // Hono runs the GET handler for HEAD: answer it without subscribing.
   if (c.req.method === "HEAD") {
     return c.body(null, 200, {
       "content-type": "text/event-stream",
       "cache-control": "no-cache",
+      "x-accel-buffering": "no",
     });
   }
+  c.header("X-Accel-Buffering", "no");
+  const after = c.req.header("last-event-id") ?? undefined;
   return streamSSE(c, async (stream) => {
     // The drain logs this subscriber's drops (rate-limited) from the channel's own count.
-    const sub = deps.events.subscribe(EVENTS_PER_SUBSCRIBER);
-    const drain = new Drain({
-      name,
-      channel: sub.channel,
-      log: deps.log,
-      handle: (event) =>
-        stream.writeSSE({
-          id: String(event.seq),
-          event: event.transition,
-          data: JSON.stringify(event),
-        }),
-    });
+    const sub = deps.events.subscribe(EVENTS_PER_SUBSCRIBER, undefined, after);
+    const send = (event: SequencedEvent) =>
+      stream.writeSSE({
+        id: deps.events.eventId(event),
+        event: event.transition,
+        data: JSON.stringify(event),
+      });
+    const drain = new Drain({ name, channel: sub.channel, log: deps.log, handle: send });
     const unregister = deps.lifecycle.onStop("drains", name, async (deadline) => {
       await drain.stop(Math.max(0, deadline - performance.now()));
     });
     stream.onAbort(() => sub.close());
-    // "ready" first: the subscription exists, so the client sees every event from here on.
-    await stream.writeSSE({ event: "ready", data: "{}" });
-    drain.start();
-    await drain.done;
-    unregister();
+    // Each write is one chunk, so a comment never lands inside an event.
+    const heartbeat = setInterval(
+      () => void stream.write(": heartbeat\n\n").catch(() => {}),
+      deps.heartbeatMs ?? HEARTBEAT_MS,
+    );
+    try {
+      // "ready" first: the subscription exists, so the client sees every event from here on.
+      await stream.writeSSE({ event: "ready", data: "{}", retry: RECONNECT_MS });
+      if (after !== undefined && sub.replay === null) {
+        await stream.writeSSE({
+          event: "reset",
+          data: JSON.stringify({
+            lastEventId: after,
+            error: "Cannot replay the events after this id (another process's stream, or " +
+              "older than the replay buffer): re-read the state",
+          }),
+        });
+      }
+      for (const event of sub.replay ?? []) await send(event);
+      drain.start();
+      await drain.done;
+    } finally {
+      clearInterval(heartbeat);
+      unregister();
+    }
   });
 }
 
@@ -211,8 +252,7 @@ export function createApi(deps: ApiDeps): Hono {
     onError: (c) => c.json({ error: `Request body exceeds ${MAX_BODY_BYTES} bytes` }, 413),
   });
   const unlimited = new Set((deps.unlimitedBodies ?? []).map((path) => `/internal${path}`));
-  // Only a multipart upload is exempt: the same path's JSON body is read whole (review4: 30 MB
-  // of JSON there was buffered and parsed).
+  // Only a multipart upload is exempt: the same path's JSON body is read whole.
   app.use(
     "/internal/*",
     (c, next) =>
@@ -228,6 +268,7 @@ export function createApi(deps: ApiDeps): Hono {
     "/internal/events",
     describeRoute({
       summary: "Live job events (Server-Sent Events), one per committed status transition",
+      operationId: "streamEvents",
       database: false,
       responses: {
         200: "text/event-stream: `ready`, then one event per transition",
@@ -242,13 +283,21 @@ export function createApi(deps: ApiDeps): Hono {
     "/internal/openapi.json",
     describeRoute({
       summary: "This document (OpenAPI 3.1)",
+      operationId: "getOpenApiDocument",
       responses: { 200: "The document" },
       database: false,
     }),
-    // The document's builder is loaded on the first request (issue 11, memory).
+    // The document's builder is loaded on the first request.
     async (c) => {
       const { openApiDocument } = await import("./openapi_document.ts");
-      return c.json(openApiDocument(app, "/internal", OPENAPI_INFO));
+      // The server is this worker, as the client reached it (behind a proxy: its forwarded
+      // scheme and host).
+      const url = new URL(c.req.url);
+      const proto = c.req.header("x-forwarded-proto") ?? url.protocol.replace(":", "");
+      const host = c.req.header("x-forwarded-host") ?? url.host;
+      return c.json(openApiDocument(app, "/internal", OPENAPI_INFO, [
+        { url: `${proto}://${host}`, description: "This worker" },
+      ]));
     },
   );
   for (const other of deps.apps ?? []) {

@@ -4,8 +4,7 @@
  * `WWW-Authenticate: Bearer realm="…"` challenge (RFC 6750 §3).
  *
  * `bearerAuth` alone answers an `Authorization` header of another scheme (`Basic …`) or a
- * malformed bearer value 400 (review5: a client that sent the wrong scheme was told its request
- * was bad, not that it must authenticate). Here: another scheme is a request without a bearer
+ * malformed bearer value 400. Here: another scheme is a request without a bearer
  * token, so 401 with the bare challenge (RFC 6750 §3.1: no error code for an unsupported method);
  * a malformed token is 401 `error="invalid_token"` (§3.1: "malformed" is invalid_token).
  *

@@ -2,7 +2,7 @@
  * HTTP pieces the two host-polled queues' routes share (queues/auto_publish/routes.ts,
  * queues/seo_backfill/routes.ts): id, token and limit schemas, the 400 that names the field, the
  * JSON content-type rule, 405 with `Allow`, 503 for an unreachable database, and the answer to a
- * settle (issue 8, "The claim API").
+ * settle.
  *
  * @module
  */
@@ -11,6 +11,7 @@ import { createMiddleware } from "hono/factory";
 import { methodNotAllowed } from "hono/method-not-allowed";
 import { z } from "zod";
 import type { SettleOutcome } from "../claim_token.ts";
+import { listQuery as operatorListQuery } from "./list.ts";
 
 /** The id schemas are lib/http/ids.ts's, the one set every route uses. */
 import { id } from "./ids.ts";
@@ -21,6 +22,15 @@ export { idParam } from "./ids.ts";
 export const claimToken = z.string().regex(
   /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i,
   "expected the claim_token the claim returned",
+);
+
+/**
+ * A claim key (docs/claim-keys.md): a uuid the poller chose before sending the claim and sends
+ * again when the claim's answer was lost; the same key returns the same jobs and tokens.
+ */
+export const claimKey = z.string().regex(
+  /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i,
+  "expected a uuid the poller chose for this claim",
 );
 
 /** Text PostgreSQL can store: no NUL bytes (they fail `text` and `jsonb` with a 22xxx error). */
@@ -40,13 +50,13 @@ export function count(max: number) {
     .pipe(z.number().int().min(1).max(max));
 }
 
-/** Query of a list route: `?status=&limit=&before=`. */
+/**
+ * Query of a list route: `?status=&q=&limit=&cursor=` as every queue's list takes it
+ * (lib/http/list.ts), and `before` (an id: the `next` of the previous page), which the host
+ * queues' lists took first.
+ */
 export function listQuery<S extends readonly [string, ...string[]]>(statuses: S) {
-  return z.strictObject({
-    status: z.enum(statuses).optional(),
-    limit: count(200).default(50),
-    before: id.optional(),
-  });
+  return operatorListQuery(statuses).extend({ before: id.optional() });
 }
 
 interface Checked {
@@ -54,7 +64,7 @@ interface Checked {
   error?: { issues: ReadonlyArray<{ path: ReadonlyArray<PropertyKey>; message: string }> };
 }
 
-/** zValidator's hook: bad input is a 400 JSON error that names the field (STYLE.md §7). */
+/** zValidator's hook: bad input is a 400 JSON error that names the field (docs/development.md). */
 export function invalid(result: Checked): Response | undefined {
   if (result.success || !result.error) return undefined;
   const issue = result.error.issues[0];

@@ -16,13 +16,14 @@ const inRange = (raw: string) => {
 
 /**
  * An id as a decimal string (a `:id` path segment, a query parameter): 1 to {@linkcode MAX_ID},
- * normalised to its decimal form without leading zeros.
+ * in decimal without leading zeros (at most 19 digits).
  */
-export const idString = z.string().regex(/^\d{1,40}$/, "expected a positive integer id").refine(
-  // zod runs the refinement after a failed regex too: only a digit string is compared.
-  (raw) => !/^\d{1,40}$/.test(raw) || inRange(raw),
-  `expected a positive integer id up to ${MAX_ID}`,
-).transform((raw) => BigInt(raw).toString());
+export const idString = z.string().regex(/^[1-9]\d{0,18}$/, "expected a positive integer id")
+  .refine(
+    // zod runs the refinement after a failed regex too: only a digit string is compared.
+    (raw) => !/^\d{1,19}$/.test(raw) || inRange(raw),
+    `expected a positive integer id up to ${MAX_ID}`,
+  );
 
 /**
  * An id in a JSON body: a decimal string as {@linkcode idString}, or a JSON number that is a safe

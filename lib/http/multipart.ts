@@ -2,7 +2,7 @@
  * Receiving a reader's upload: a `multipart/form-data` body streamed to disk with `busboy`, one
  * file part kept under `<storage>/uploads/<uuid><original extension>`, its size capped while it
  * streams. A cut-short or refused upload leaves no file behind. `busboy` is loaded on the first
- * upload (issue 11, memory).
+ * upload.
  *
  * @module
  */
@@ -14,7 +14,7 @@ import { Readable } from "node:stream";
 import { finished } from "node:stream/promises";
 import { ConfigError } from "../config.ts";
 
-/** Default largest upload, in bytes (100 MiB, issue 7; `MAX_UPLOAD_BYTES`). */
+/** Default largest upload, in bytes (100 MiB; `MAX_UPLOAD_BYTES`). */
 export const DEFAULT_MAX_UPLOAD_BYTES = 100 * 1024 * 1024;
 /** Slack for the multipart framing and small fields when judging `Content-Length`, in bytes. */
 const FRAMING_BYTES = 64 * 1024;
@@ -77,7 +77,7 @@ export async function receiveUpload(
   let saved: Saved | null = null;
   let size = 0;
   let problem: UploadError | null = null;
-  // busboy is loaded on the first upload, not at startup (issue 11, memory).
+  // busboy is loaded on the first upload, not at startup.
   const { default: createParser } = await import("busboy") as { default: typeof busboy };
   let parser: busboy.Busboy;
   try {
@@ -103,7 +103,7 @@ export async function receiveUpload(
     const out = createWriteStream(path, { mode: 0o600 });
     // A body cut short makes busboy destroy this part's stream with "Unexpected end of form"; the
     // parser reports it too (the request's 400), but an error event on a stream with no listener
-    // is an uncaught error that would end the whole worker (review4). End the file so the
+    // is an uncaught error that would end the whole worker. End the file so the
     // partial one can be removed.
     stream.on("error", (err: Error) => {
       problem ??= new UploadError(400, `Cannot read the multipart body: ${err.message}`);

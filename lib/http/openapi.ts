@@ -1,11 +1,11 @@
 /**
  * What the OpenAPI 3.1 description of the API is generated from: the zod schemas that validate
- * the requests, so the document cannot drift from the checks (issue 12).
+ * the requests, so the document cannot drift from the checks.
  *
  * {@linkcode zValidator} is `@hono/zod-validator`'s own, with the same call shape and hook; it
  * also records its target and schema on the middleware. {@linkcode describeRoute} adds a summary
  * and the responses. The document itself is built from these records by lib/http/openapi_document.ts,
- * which is loaded on the first `GET /internal/openapi.json` (issue 11, memory: the routes need
+ * which is loaded on the first `GET /internal/openapi.json` (the routes need
  * only the records at startup).
  *
  * @module
@@ -20,6 +20,11 @@ export const RECORD: unique symbol = Symbol.for("textstack.openapi");
 /** What {@linkcode describeRoute} records. */
 export interface RouteDescription {
   summary: string;
+  /**
+   * The operation's id, for a generated client's method name; when absent it is derived from the
+   * method and path (lib/http/openapi_document.ts `operationIdOf`).
+   */
+  operationId?: string;
   description?: string;
   /** Status code → what it means, e.g. `{ 201: "The job, Queued", 404: "No such job" }`. */
   responses: Record<number, string>;

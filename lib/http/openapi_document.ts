@@ -1,6 +1,6 @@
 /**
- * The OpenAPI 3.1 document of the API (issue 12), built from what lib/http/openapi.ts recorded on the
- * routes. Loaded on the first `GET /internal/openapi.json`, not at startup (issue 11, memory).
+ * The OpenAPI 3.1 document of the API, built from what lib/http/openapi.ts recorded on the
+ * routes. Loaded on the first `GET /internal/openapi.json`, not at startup.
  *
  * {@linkcode openApiDocument} walks a Hono app's registered routes (mounted sub-apps included,
  * paths in full) and turns every recorded schema into JSON Schema with zod 4's `z.toJSONSchema`.
@@ -9,10 +9,13 @@
  * too come from the checking code.
  *
  * Every operation also lists the error answers of the layers in front of its handler, each a
- * JSON `{ error }` ({@linkcode ERROR_RESPONSES}, review5): 401 (the bearer guard) and 405 (a wrong
+ * JSON `{ error }` ({@linkcode ERROR_RESPONSES}): 401 (the bearer guard) and 405 (a wrong
  * method on the path) always, 503 unless the route never touches the database, 400 when it has
  * parameters or a body to validate, 404 when its path names a resource, 413 when it takes a body.
  * A status the route describes itself keeps its own description.
+ *
+ * Every operation has an `operationId`: the route's own, else one derived from its method and
+ * path ({@linkcode operationIdOf}), so a generated client gets readable method names.
  *
  * @module
  */
@@ -31,7 +34,7 @@ const header = (description: string) => ({ description, schema: { type: "string"
 
 /**
  * The error answers shared by every `/internal` route, by status, as the document's
- * `components.responses` (review5: the document listed no 401 or 503).
+ * `components.responses`.
  */
 export const ERROR_RESPONSES: Readonly<Record<number, { name: string; response: Json }>> = {
   400: {
@@ -81,6 +84,55 @@ export const ERROR_RESPONSES: Readonly<Record<number, { name: string; response: 
   },
 };
 
+// The last word of a path segment in the singular ("jobs" → "job"), for an item's operation.
+const singular = (word: string): string => word.replace(/s$/, "");
+const camel = (words: string[]): string =>
+  words.flatMap((w) => w.split(/[^A-Za-z0-9]+/)).filter(Boolean)
+    .map((w, i) => i === 0 ? w[0].toLowerCase() + w.slice(1) : w[0].toUpperCase() + w.slice(1))
+    .join("");
+// Literal last segments that name an action on a collection, not a collection.
+const COLLECTION_ACTIONS: Record<string, string> = {
+  retry: "bulkRetry",
+  claim: "claim",
+  crew: "crew",
+  recover: "recover",
+  "rebuild-all": "rebuildAll",
+};
+
+/**
+ * The `operationId` of a route without its own: `list`/`create` a collection, `get` an item, the
+ * action's verb on an item (`retryIngestionJob`, `pauseQueue`) or a collection
+ * (`bulkRetryIngestionJobs`, `claimAutoPublishJobs`).
+ *
+ * @param path the OpenAPI path without the API's prefix, e.g. `/ingestion/jobs/{id}/retry`.
+ * @example
+ * operationIdOf("POST", "/ingestion/jobs/{id}/retry"); // "retryIngestionJob"
+ */
+export function operationIdOf(method: string, path: string): string {
+  const segments = path.split("/").filter(Boolean);
+  const isParam = (s: string | undefined) => s !== undefined && /^\{.*\}$/.test(s);
+  const literals = segments.filter((s) => !isParam(s));
+  const last = segments[segments.length - 1];
+  const verb = method.toLowerCase();
+  if (isParam(last)) {
+    const noun = [...literals.slice(0, -1), singular(literals[literals.length - 1] ?? "item")];
+    return camel([verb === "get" ? "get" : verb, ...noun]);
+  }
+  if (segments.length >= 2 && isParam(segments[segments.length - 2])) {
+    const noun = literals.slice(0, -1);
+    noun[noun.length - 1] = singular(noun[noun.length - 1]);
+    return camel([last, ...noun]);
+  }
+  if (literals.length >= 2 && verb === "post" && COLLECTION_ACTIONS[last]) {
+    return camel([COLLECTION_ACTIONS[last], ...literals.slice(0, -1)]);
+  }
+  if (verb === "get") return camel(["list", ...literals]);
+  if (verb === "post") {
+    return camel(["create", ...literals.slice(0, -1), singular(literals[literals.length - 1])]);
+  }
+  return camel([verb, ...literals]);
+}
+
 function jsonSchema(schema: z.ZodType): Json {
   const { $schema: _, ...rest } = z.toJSONSchema(schema, {
     io: "input",
@@ -101,8 +153,15 @@ function jsonSchema(schema: z.ZodType): Json {
 export function openApiDocument(
   app: Hono,
   prefix: string,
-  info: { title: string; version: string; description?: string },
+  info: {
+    title: string;
+    version: string;
+    description?: string;
+    license?: { name: string; identifier?: string; url?: string };
+  },
+  servers: { url: string; description?: string }[] = [],
 ): Json {
+  const ids = new Set<string>();
   const operations = new Map<string, { method: string; path: string; recorded: Recorded[] }>();
   for (const route of app.routes) {
     if (route.method === "ALL" || !route.path.startsWith(prefix)) continue;
@@ -184,7 +243,15 @@ export function openApiDocument(
       content: ERROR_CONTENT,
     };
     paths[openApiPath] ??= {};
+    let operationId = described?.operationId ??
+      operationIdOf(method, openApiPath.slice(prefix.length));
+    // Unique, as the specification requires, whatever the paths are.
+    for (let n = 2; ids.has(operationId); n++) {
+      operationId = `${operationId.replace(/\d+$/, "")}${n}`;
+    }
+    ids.add(operationId);
     paths[openApiPath][method.toLowerCase()] = {
+      operationId,
       ...(described ? { summary: described.summary } : {}),
       ...(described?.description ? { description: described.description } : {}),
       ...(parameters.length ? { parameters } : {}),
@@ -195,6 +262,7 @@ export function openApiDocument(
   return {
     openapi: "3.1.0",
     info,
+    ...(servers.length ? { servers } : {}),
     paths,
     security: [{ bearer: [] }],
     components: {

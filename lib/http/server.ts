@@ -275,7 +275,9 @@ function accepts(
 }
 
 /**
- * The soft limit on open files of this process, from `/proc/self/limits` (Linux).
+ * The soft limit on open files of this process: from `/proc/self/limits` (Linux, readable only
+ * under `--allow-all`: denoland/deno#23703), else as `ulimit -n` in a child shell, which inherits
+ * it (needs `--allow-run`, which the start task grants).
  *
  * @returns the limit, or undefined where it cannot be read or is unlimited.
  */
@@ -283,7 +285,15 @@ export function openFileLimit(): number | undefined {
   try {
     const text = Deno.readTextFileSync("/proc/self/limits");
     const match = /^Max open files\s+(\d+)/m.exec(text);
-    return match ? Number(match[1]) : undefined;
+    if (match) return Number(match[1]);
+  } catch {
+    // not readable under explicit permissions: ask a shell
+  }
+  try {
+    const out = new Deno.Command("/bin/sh", { args: ["-c", "ulimit -n"], stderr: "null" })
+      .outputSync();
+    const text = new TextDecoder().decode(out.stdout).trim();
+    return out.success && /^\d+$/.test(text) ? Number(text) : undefined;
   } catch {
     return undefined;
   }

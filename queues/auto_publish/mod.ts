@@ -21,15 +21,24 @@
  * ```
  *
  * - (none) → Queued: {@linkcode enqueue}; refused while the edition has a `Queued` or `Running`
- *   job, or 5 `Failed` jobs (interrupted ones included) in the last 24 h (the breaker).
+ *   job, or 5 `Failed` jobs (interrupted ones included, admin cancels not) in the last 24 h (the
+ *   breaker).
  * - Queued → Running: {@linkcode claim}, one job, `priority DESC, created_at`, SKIP LOCKED; counts
  *   the attempt and mints a fresh `claim_token`.
- * - Running → Completed: {@linkcode complete}: the edition is published and a Full SSG rebuild
- *   queued (deduplicated) in the same transaction; IndexNow is pinged only after the commit.
+ * - Running → Completed: {@linkcode complete}: the edition is published, a Full SSG rebuild
+ *   queued (deduplicated) and its IndexNow ping recorded in the outbox, all in one transaction;
+ *   the outbox drain pings after the commit, so a lost COMMIT answer cannot skip the ping.
  * - Running → Failed: {@linkcode fail} (the command failed), {@linkcode recover} (the poller
  *   restarted: one consumer, so whatever is in flight at its start is orphaned — ADR-022).
  * - Running → Queued: {@linkcode giveBack} (the poller was stopped; attempt not counted).
- * - Failed → Queued: {@linkcode retry}, the admin retry.
+ * - Failed → Queued: {@linkcode retry}, the admin retry; {@linkcode bulkRetry} for the matching
+ *   `Failed` jobs, one per edition (the newest), none of an edition that has a job in flight.
+ * - Queued → Failed: {@linkcode cancel}, the admin cancel (error `cancelled by admin`,
+ *   `cancelled_at` set: the breaker does not count it). A `Running` job is not cancelled: the
+ *   host's step may already have acted (409).
+ *
+ * A paused queue (lib/control.ts) claims nothing: {@linkcode claim} reads `queue_pauses` in its
+ * own statement and returns no job.
  *
  * Stale rule: none by time; the poller's startup `recover` is the crash recovery (ADR-022 "Per
  * queue": "One startup UPDATE in seo-publish-poll.sh"). No leases, no heartbeats. Attempts cap: the
@@ -41,8 +50,20 @@ import type { Fragment, Sql, TxSql } from "../../lib/db.ts";
 import { transaction } from "../../lib/db.ts";
 import { ConfigError, parseQueueSettings, type QueueDefaults } from "../../lib/config.ts";
 import type { Logger } from "../../lib/log.ts";
-import type { IndexNowSettings } from "./indexnow.ts";
-import type { QueueContext, QueueStats } from "../../lib/queue.ts";
+import { type IndexNowSettings, recordPing } from "./_indexnow.ts";
+import {
+  BULK_RETRY_MAX,
+  bulkOutcome,
+  type BulkRetryOutcome,
+  CANCELLED,
+  type CancelOutcome,
+  containing,
+  type JobFilter,
+  type JobListPage,
+  type QueueContext,
+  type QueueStats,
+} from "../../lib/queue.ts";
+import { cancelJob } from "../../lib/control.ts";
 import type { JobEvent } from "../../lib/events.ts";
 import { publishEdition } from "../ssg/mod.ts";
 import { afterMiss, type SettleOutcome, type TokenState } from "../../lib/claim_token.ts";
@@ -60,7 +81,7 @@ export const INTERRUPTED = "interrupted (consumer restarted)";
 /**
  * No time-based settings: no stale rule (the poller's startup `recover` is the crash recovery)
  * and no run timeout (the host command's own). `AUTO_PUBLISH_STALE_AFTER_MS` and
- * `AUTO_PUBLISH_TIMEOUT_MS` would be ignored, so a set value stops startup (review5).
+ * `AUTO_PUBLISH_TIMEOUT_MS` would be ignored, so a set value stops startup.
  */
 export const defaults: QueueDefaults<null, null> = {
   envPrefix: "AUTO_PUBLISH",
@@ -77,13 +98,13 @@ export const defaults: QueueDefaults<null, null> = {
 /** Statuses of `auto_publish_jobs.status`. */
 export type AutoPublishStatus = "Queued" | "Running" | "Completed" | "Failed";
 
-/** What the verbs need: the pool, the log, the event hub, and where to announce a publish. */
+/** What the verbs need: the pool, the log, the event hub, and whether a publish pings IndexNow. */
 export interface AutoPublishContext extends Pick<QueueContext, "sql" | "log" | "events"> {
   /**
-   * Called after a complete has committed, with the published edition's id (bigint as string);
-   * main.ts writes it to the IndexNow channel (ADR-052: best effort, post-commit). Must not throw.
+   * Whether a complete records an IndexNow ping in the outbox, in its own transaction
+   * (`INDEXNOW_URL` set); the outbox drain delivers it after the commit (lib/outbox.ts).
    */
-  readonly announce: (editionId: string) => void;
+  readonly indexNow: boolean;
 }
 
 /** A job row as the API shows it (never with its claim token). */
@@ -101,6 +122,10 @@ export interface AutoPublishJobRow {
   finished_at: Date | null;
   created_at: Date;
   updated_at: Date;
+  /** Every attempt that ended, oldest first (the last 20; sql/010_operations.sql). */
+  attempts: unknown[];
+  /** Set by an admin cancel (the breaker skips the job); null otherwise. */
+  cancelled_at: Date | null;
 }
 
 /** A claimed job: the row, its edition, and the token its settles must present. */
@@ -130,7 +155,7 @@ export interface AutoPublishSettings {
  * Read `AUTO_PUBLISH_ON_INGEST` (`true`/`false`/`1`/`0`, default on), `INDEXNOW_URL`,
  * `INDEXNOW_KEY` and `SITE_URL` (both required once `INDEXNOW_URL` is set). `INDEXNOW_KEY` is
  * checked whenever it is set, and the time settings this queue lacks ({@linkcode defaults}) must
- * be unset: every setting is checked at startup (review5).
+ * be unset: every setting is checked at startup.
  *
  * @param env variables by name; an empty string counts as unset.
  * @throws {ConfigError} naming the variable, e.g.
@@ -168,7 +193,7 @@ export function parseSettings(
         `INDEXNOW_URL), received ${key ? `${key.length} characters` : '""'}`,
     );
   const goodKey = /^[A-Za-z0-9-]{8,128}$/.test(key);
-  // Checked whenever it is set, INDEXNOW_URL or not (review5).
+  // Checked whenever it is set, INDEXNOW_URL or not.
   if (key && !goodKey) throw keyError();
   let indexNow: IndexNowSettings | null = null;
   if (env.INDEXNOW_URL) {
@@ -181,9 +206,9 @@ export function parseSettings(
 }
 
 /**
- * The statement that creates an edition's job when its ingestion completes (issue 8;
- * `AUTO_PUBLISH_ON_INGEST`), run as a part of the ingestion's completing statement, so it commits
- * with the edition or not at all, and costs no round trip of its own (issue 11). Same refusals as
+ * The statement that creates an edition's job when its ingestion completes
+ * (`AUTO_PUBLISH_ON_INGEST`), run as a part of the ingestion's completing statement, so it commits
+ * with the edition or not at all, and costs no round trip of its own. Same refusals as
  * the API ({@linkcode enqueue}): no second job while the edition has one `Queued` or `Running` (the
  * partial unique index), none while its breaker is open. A refusal writes nothing and the
  * ingestion still commits. The edition exists: the same statement saved it (its own rows are not
@@ -199,7 +224,7 @@ export function createOnIngest(sql: Sql | TxSql, editionId: Fragment): Fragment 
     select e.id, 0 from (select ${editionId} as id) e
     where e.id is not null
       and (select count(*) from auto_publish_jobs
-           where edition_id = e.id and status = 'Failed'
+           where edition_id = e.id and status = 'Failed' and cancelled_at is null
              and finished_at > now() - ${BREAKER_WINDOW_H} * interval '1 hour')
           < ${BREAKER_FAILURES}
     on conflict (edition_id) where status in ('Queued', 'Running') do nothing
@@ -235,13 +260,15 @@ const COLUMNS = [
   "finished_at",
   "created_at",
   "updated_at",
+  "attempts",
+  "cancelled_at",
 ];
 
 // --- Create, read, admin ---
 
 /**
  * Queue an auto-publish job for an edition, unless it already has one `Queued` or `Running` or
- * the breaker is open (ADR-022 row 5, issue 8). Call it inside the ingestion save's transaction to
+ * the breaker is open (ADR-022 row 5). Call it inside the ingestion save's transaction to
  * create the job with the edition.
  *
  * @param sql the pool, or the caller's transaction.
@@ -263,7 +290,7 @@ export async function enqueue(
       select ${editionId}, ${priority}
       where exists (select 1 from editions where id = ${editionId})
         and (select count(*) from auto_publish_jobs
-             where edition_id = ${editionId} and status = 'Failed'
+             where edition_id = ${editionId} and status = 'Failed' and cancelled_at is null
                and finished_at > now() - ${BREAKER_WINDOW_H} * interval '1 hour') < ${BREAKER_FAILURES}
       on conflict (edition_id) where status in ('Queued', 'Running') do nothing
       returning ${sql(COLUMNS)}`;
@@ -278,11 +305,11 @@ export async function enqueue(
         (select id from auto_publish_jobs
            where edition_id = ${editionId} and status in ('Queued', 'Running')) as in_flight,
         (select count(*)::int from auto_publish_jobs
-           where edition_id = ${editionId} and status = 'Failed'
+           where edition_id = ${editionId} and status = 'Failed' and cancelled_at is null
              and finished_at > now() - ${BREAKER_WINDOW_H} * interval '1 hour') as failures,
         (select min(finished_at) + ${BREAKER_WINDOW_H} * interval '1 hour' from (
            select finished_at from auto_publish_jobs
-           where edition_id = ${editionId} and status = 'Failed'
+           where edition_id = ${editionId} and status = 'Failed' and cancelled_at is null
            order by finished_at desc limit ${BREAKER_FAILURES}) f) as allowed_at`;
     if (!why.edition) return { outcome: "no_edition" };
     const inFlight = why.in_flight ? await getJob(sql, why.in_flight) : null;
@@ -303,26 +330,104 @@ export async function getJob(sql: Sql | TxSql, id: string): Promise<AutoPublishJ
   return row ?? null;
 }
 
+/** A job as the list route shows it: the row and its subject (the edition's id and title). */
+export interface AutoPublishListRow extends AutoPublishJobRow {
+  subject: string;
+}
+
+// The filter of the list and the bulk retry: a status, and `q` in the edition's id or title.
+function filtered(sql: Sql, filter: JobFilter) {
+  const q = filter.q;
+  return sql`
+    ${filter.status ? sql`and j.status = ${filter.status}` : sql``}
+    ${q ? sql`and (j.edition_id::text = ${q} or e.title ilike ${containing(q)})` : sql``}`;
+}
+
 /**
- * A page of jobs, newest first.
+ * A page of jobs, newest first, keyset-paged on the primary key (no OFFSET, no count).
  *
- * @param options `status` filter (optional), `limit` rows (1..200), `before` an id (the previous
- *   page's last id) to continue after.
- * @returns the rows and the id to pass as `before` for the next page (null on the last page).
+ * @param page `status` and `q` filters, `limit` rows, `beforeId` the previous page's last id.
+ * @returns the rows, each with its `subject`.
  */
-export async function list(
-  sql: Sql,
-  options: { status?: AutoPublishStatus; limit: number; before?: string },
-): Promise<{ jobs: AutoPublishJobRow[]; next: string | null }> {
-  const jobs = await sql<AutoPublishJobRow[]>`
-    select ${sql(COLUMNS)} from auto_publish_jobs
-    where true
-      ${options.status ? sql`and status = ${options.status}` : sql``}
-      ${options.before ? sql`and id < ${options.before}` : sql``}
-    order by id desc
-    limit ${options.limit}`;
-  const next = jobs.length === options.limit ? jobs[jobs.length - 1].id : null;
-  return { jobs: [...jobs], next };
+export async function list(sql: Sql, page: JobListPage): Promise<AutoPublishListRow[]> {
+  return await sql<AutoPublishListRow[]>`
+    select ${sql(COLUMNS.map((c) => `j.${c}`))},
+           'edition ' || j.edition_id || coalesce(': ' || e.title, '') as subject
+    from auto_publish_jobs j left join editions e on e.id = j.edition_id
+    where true ${filtered(sql, page)}
+      ${page.beforeId ? sql`and j.id < ${page.beforeId}` : sql``}
+    order by j.id desc
+    limit ${page.limit}`;
+}
+
+/**
+ * The admin cancel: a `Queued` job → `Failed` with {@linkcode CANCELLED} and `cancelled_at` (the
+ * breaker does not count it); a `Running` one is refused (`running_host`): the host's publish
+ * may already have happened.
+ */
+export async function cancel(
+  ctx: Pick<AutoPublishContext, "sql" | "events">,
+  id: string,
+): Promise<CancelOutcome<AutoPublishJobRow>> {
+  return await cancelJob({
+    cancelRunnable: async () => {
+      const [row] = await ctx.sql<AutoPublishJobRow[]>`
+        update auto_publish_jobs
+        set status = 'Failed', error = ${CANCELLED}, cancelled_at = now(), finished_at = now(),
+            updated_at = now()
+        where id = ${id} and status = 'Queued'
+        returning ${ctx.sql(COLUMNS)}`;
+      if (row) publish(ctx, row, "cancelled");
+      return row ?? null;
+    },
+    read: () => getJob(ctx.sql, id),
+    running: "Running",
+  });
+}
+
+/**
+ * The bulk admin retry under {@linkcode retry}'s rule, in one statement: of the `Failed` jobs
+ * matching `filter`, the newest of each edition that has no `Queued` or `Running` job (one job in
+ * flight per edition), at most {@linkcode BULK_RETRY_MAX}; the others stay `Failed` (`skipped`).
+ *
+ * @param dryRun count only: nothing changes.
+ */
+export async function bulkRetry(
+  ctx: Pick<AutoPublishContext, "sql" | "events">,
+  filter: JobFilter,
+  dryRun: boolean,
+): Promise<BulkRetryOutcome> {
+  const only = filtered(ctx.sql, { ...filter, status: "Failed" });
+  const [row] = await ctx.sql<{ matched: number; ids: string[] }[]>`
+    with matched as (
+      select count(*)::int as n from (
+        select from auto_publish_jobs j left join editions e on e.id = j.edition_id
+        where true ${only} limit ${BULK_RETRY_MAX + 1}) m
+    ), newest as (
+      select distinct on (j.edition_id) j.id
+      from auto_publish_jobs j left join editions e on e.id = j.edition_id
+      where ${!dryRun} ${only}
+        and not exists (select from auto_publish_jobs f
+                        where f.edition_id = j.edition_id and f.status in ('Queued', 'Running'))
+      order by j.edition_id, j.id desc
+    ), picked as (
+      select j.id from auto_publish_jobs j join newest n on n.id = j.id
+      order by j.id desc
+      limit ${BULK_RETRY_MAX}
+      for update of j skip locked
+    ), retried as (
+      update auto_publish_jobs j
+      set status = 'Queued', attempt_count = 0, error = null, claim_token = null, claimed_at = null,
+          result = null, finished_at = null, cancelled_at = null, updated_at = now()
+      from picked where j.id = picked.id and j.status = 'Failed'
+      returning j.id
+    )
+    select (select n from matched) as matched,
+           coalesce((select array_agg(id::text) from retried), '{}') as ids`;
+  for (const id of row.ids) {
+    ctx.events.publish({ queue: name, id, transition: "retried", status: "Queued", attempt: 0 });
+  }
+  return bulkOutcome(row.matched, row.ids, dryRun);
 }
 
 /**
@@ -345,7 +450,7 @@ export async function retry(
     [row] = await ctx.sql<AutoPublishJobRow[]>`
       update auto_publish_jobs
       set status = 'Queued', attempt_count = 0, error = null, claim_token = null, claimed_at = null,
-          result = null, finished_at = null, updated_at = now()
+          result = null, finished_at = null, cancelled_at = null, updated_at = now()
       where id = ${id} and status = 'Failed'
       returning ${ctx.sql(COLUMNS)}`;
   } catch (err) {
@@ -408,47 +513,96 @@ export async function recover(ctx: Pick<AutoPublishContext, "sql" | "events">): 
 /**
  * Claim the next job: `Queued`, highest priority first, then oldest (ADR-022: keep `ORDER BY
  * priority DESC, created_at`). One statement: the scalar `id = (select … for update skip locked
- * limit 1)` takes exactly one row (STYLE.md §3), counts the attempt and mints a fresh token.
+ * limit 1)` takes exactly one row (docs/development.md), counts the attempt and mints a fresh token.
  *
- * @returns the claimed job with its edition and `claim_token`, or null when none is queued.
+ * With a claim key (docs/claim-keys.md) the claim is safe to repeat: under a transaction-level
+ * advisory lock on the key (a repeat that arrives while the first is still running waits for it),
+ * the job this key already claimed is returned again, `Running` with the same token and attempt;
+ * a key whose job has been settled since (completed, failed, given back, recovered) claims
+ * nothing; only a key no job carries claims, and stamps the job with it. The startup `recover`
+ * (ADR-022) is not part of the claim and is unchanged: it fails a keyed job like any other.
+ *
+ * @param key the poller's claim key (uuid text), or undefined for a claim that is not repeatable.
+ * @returns the claimed job with its edition and `claim_token`, or null when none is queued (or the
+ *   key's job is settled), or when the queue is paused (`queue_pauses`, read in the same
+ *   statement).
  */
 export async function claim(
-  ctx: Pick<AutoPublishContext, "sql" | "events">,
+  ctx: Pick<AutoPublishContext, "sql" | "log" | "events">,
+  key?: string,
 ): Promise<ClaimedAutoPublishJob | null> {
-  const [row] = await ctx.sql<(ClaimedAutoPublishJob & { runnable_for_s: number | null })[]>`
+  if (key === undefined) {
+    const row = await claimNext(ctx.sql, null);
+    if (!row) return null;
+    const { runnable_for_s, ...job } = row;
+    publish(ctx, job, "claimed", runnable_for_s);
+    return job;
+  }
+  return await transaction(ctx.sql, ctx.log, async (tx) => {
+    await tx.sql`select pg_advisory_xact_lock(hashtext(${table}), hashtext(${key}))`;
+    const held = await tx.sql<(ClaimedAutoPublishJob & { running: boolean })[]>`
+      select ${tx.sql(COLUMNS.map((c) => `c.${c}`))}, c.claim_token,
+             c.status = 'Running' as running, ${editionJson(tx.sql)}
+      from auto_publish_jobs c join editions e on e.id = c.edition_id
+      where c.claim_key = ${key}`;
+    if (held.length > 0) {
+      const again = held.find((r) => r.running);
+      if (!again) return null;
+      const { running: _, ...job } = again;
+      ctx.log.info({ queue: name, id: job.id, key }, "claim repeated: the same job and token");
+      return job;
+    }
+    const row = await claimNext(tx.sql, key);
+    if (!row) return null;
+    const { runnable_for_s, ...job } = row;
+    tx.afterCommit(() => publish(ctx, job, "claimed", runnable_for_s));
+    return job;
+  });
+}
+
+// The claiming statement: the next Queued job → Running, stamped with `key` (null: no key).
+async function claimNext(
+  sql: Sql | TxSql,
+  key: string | null,
+): Promise<(ClaimedAutoPublishJob & { runnable_for_s: number | null }) | undefined> {
+  const [row] = await sql<(ClaimedAutoPublishJob & { runnable_for_s: number | null })[]>`
     with claimed as (
       update auto_publish_jobs
       set status = 'Running', attempt_count = attempt_count + 1, claim_token = gen_random_uuid(),
-          claimed_at = now(), updated_at = now()
+          claim_key = ${key}, claimed_at = now(), updated_at = now()
       where id = (
         select id from auto_publish_jobs
         where status = 'Queued'
+          and not exists (select from queue_pauses where queue = ${name})
         order by priority desc, created_at, id
         for update skip locked
         limit 1
       )
       returning *, (
-        -- The wake latency (issue 12; here the poller's latency): a subquery in RETURNING reads
-        -- the statement's snapshot, so it sees the row before this claim, Queued since its last
+        -- The wake latency (here the poller's latency): a subquery in RETURNING reads the
+        -- statement's snapshot, so it sees the row before this claim, Queued since its last
         -- write (insert, give-back, retry).
         select extract(epoch from now() - o.updated_at)::float8
         from auto_publish_jobs o where o.id = auto_publish_jobs.id and o.status = 'Queued'
       ) as runnable_for_s
     )
-    select ${ctx.sql(COLUMNS.map((c) => `c.${c}`))}, c.claim_token, c.runnable_for_s,
-           jsonb_build_object('id', e.id::text, 'title', e.title, 'author', e.author,
-                              'published_at', e.published_at) as edition
+    select ${sql(COLUMNS.map((c) => `c.${c}`))}, c.claim_token, c.runnable_for_s,
+           ${editionJson(sql)}
     from claimed c join editions e on e.id = c.edition_id`;
-  if (!row) return null;
-  const { runnable_for_s, ...job } = row;
-  publish(ctx, job, "claimed", runnable_for_s);
-  return job;
+  return row;
+}
+
+// The edition as a claim returns it, from `e` (the job's edition).
+function editionJson(sql: Sql | TxSql) {
+  return sql`jsonb_build_object('id', e.id::text, 'title', e.title, 'author', e.author,
+                                'published_at', e.published_at) as edition`;
 }
 
 /**
  * Complete a claimed job: in one transaction the fence (status `Running` and this token), the
- * edition published with a Full SSG rebuild queued or reused ({@linkcode publishEdition}), and the
- * job `Completed` with its result. Only after the commit is the edition announced (IndexNow).
+ * edition published with a Full SSG rebuild queued or reused ({@linkcode publishEdition}), its
+ * IndexNow ping recorded in the outbox (once per edition and version, `recordPing`), and the job
+ * `Completed` with its result. The outbox drain pings after the commit (lib/outbox.ts).
  *
  * @param token the claim's token (uuid text).
  * @param result what the poller reported (stored; `published_at` and `ssg_job_id` are added).
@@ -472,6 +626,7 @@ export async function complete(
     // The job references its edition (on delete cascade), so the edition is there.
     const published = await publishEdition(tx.sql, fenced.edition_id, true);
     if (!published) throw new Error(`Cannot publish edition ${fenced.edition_id}: it is gone`);
+    if (ctx.indexNow) await recordPing(tx.sql, fenced.edition_id);
     const stored = {
       ...result,
       published_at: published.published_at,
@@ -482,7 +637,6 @@ export async function complete(
       where id = ${id}
       returning ${tx.sql(COLUMNS)}`;
     tx.afterCommit(() => publish(ctx, row, "completed"));
-    tx.afterCommit(() => ctx.announce(row.edition_id));
     return row;
   });
   if (job) {

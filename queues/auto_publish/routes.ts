@@ -8,12 +8,18 @@
  * - `GET /jobs?status=Failed&limit=50&before=<id>` → 200 `{ jobs, next }`, newest first.
  * - `GET /jobs/:id` → 200 the job; 404.
  * - `POST /recover` → 200 `{ recovered: [ids] }` (the poller's startup UPDATE).
- * - `POST /jobs/claim` (no body, or `{}`) → 200 `{ jobs: [job + edition + claim_token] }` or
- *   `{ jobs: [] }`.
+ * - `POST /jobs/claim` (no body, `{}`, or `{ claim_key }`) → 200 `{ jobs: [job + edition +
+ *   claim_token] }` or `{ jobs: [] }`; a repeated `claim_key` returns the job it claimed, same
+ *   token (docs/claim-keys.md).
  * - `POST /jobs/:id/complete` `{ claim_token, result? }`, `…/fail` `{ claim_token, error }`,
  *   `…/give-back` `{ claim_token }` → 200 the job (again for a repeat with the same token); 409
  *   when the token no longer matches; 404.
  * - `POST /jobs/:id/retry` → 200 the job, `Queued`; 409 unless `Failed`; 404.
+ * - `POST /jobs/retry` `{ "status": "Failed", "q"?, "dry_run"? }` → 200 the bulk retry's outcome.
+ * - `POST /jobs/:id/cancel` → 200 a `Queued` job, now `Failed` (cancelled by admin; the breaker
+ *   does not count it); 409 for a `Running` or finished job; 404.
+ * - `GET /jobs` also takes `q` (the edition's id or title) and `cursor` (the `next_cursor`).
+ * - `POST /jobs/claim` claims nothing while the queue is paused (lib/control.ts).
  *
  * Ids: JSON numbers or numeric strings up to the bigint range; `:id` matches digits only, so a
  * wrong method on `claim` or `recover` is 405 with `Allow`. Bad input is 4xx and changes nothing.
@@ -25,6 +31,7 @@ import { describeRoute, zValidator } from "../../lib/http/openapi.ts";
 import { z } from "zod";
 import * as queue from "./mod.ts";
 import {
+  claimKey,
   claimToken,
   hostRouter,
   id,
@@ -37,6 +44,15 @@ import {
   storableObject,
   storableText,
 } from "../../lib/http/claim_routes.ts";
+import {
+  BULK_RETRY_RESPONSES,
+  bulkRetryAnswer,
+  bulkRetryBody,
+  CANCEL_RESPONSES,
+  cancelAnswer,
+  decodeCursor,
+  listAnswer,
+} from "../../lib/http/list.ts";
 
 const STATUSES = ["Queued", "Running", "Completed", "Failed"] as const;
 
@@ -60,11 +76,12 @@ const createBody = z.strictObject({
 const completeBody = z.strictObject({ claim_token: claimToken, result: storableObject.optional() });
 const failBody = z.strictObject({ claim_token: claimToken, error: storableText(1, 8000) });
 const giveBackBody = z.strictObject({ claim_token: claimToken });
+const claimBody = z.strictObject({ claim_key: claimKey.optional() });
 
 /**
  * Build the auto-publish routes.
  *
- * @param ctx the queue's context (pool, log, events, the post-commit announce).
+ * @param ctx the queue's context (pool, log, events, whether complete records an IndexNow ping).
  * @returns a Hono router to mount under `/internal/auto-publish`.
  */
 export function autoPublishRoutes(ctx: queue.AutoPublishContext): Hono {
@@ -106,10 +123,50 @@ export function autoPublishRoutes(ctx: queue.AutoPublishContext): Hono {
 
   const listDoc = describeRoute({
     summary: "A page of auto-publish jobs, newest first",
-    responses: { 200: "`{ jobs, next }`: `next` is the `before` of the next page (null: last)" },
+    responses: {
+      200: "`{ jobs, next_cursor, next }`: `next_cursor` is the `cursor` of the next page, " +
+        "`next` its `before` (both null on the last page)",
+    },
   });
   app.get("/jobs", listDoc, zValidator("query", listQuery(STATUSES), invalid), async (c) => {
-    return c.json(await queue.list(ctx.sql, c.req.valid("query")));
+    const { cursor, before, limit, ...filter } = c.req.valid("query");
+    const beforeId = (cursor ? decodeCursor(cursor) : null) ?? before;
+    const page = listAnswer(
+      await queue.list(ctx.sql, { ...filter, beforeId, limit: limit + 1 }),
+      limit,
+    );
+    // `next`: the `before` of the next page, as this list first answered.
+    const next = page.next_cursor ? page.jobs[page.jobs.length - 1].id : null;
+    return c.json({ ...page, next });
+  });
+
+  const bulkDoc = describeRoute({
+    summary: "Bulk admin retry: the newest matching Failed job of each edition with none in flight",
+    responses: BULK_RETRY_RESPONSES,
+  });
+  app.post(
+    "/jobs/retry",
+    bulkDoc,
+    requireJson,
+    zValidator("json", bulkRetryBody, invalid),
+    async (c) => {
+      const { dry_run, ...filter } = c.req.valid("json");
+      const outcome = await queue.bulkRetry(ctx, filter, dry_run);
+      if (!dry_run) {
+        ctx.log.info({ queue: queue.name, ...filter, retried: outcome.retried }, "bulk retry");
+      }
+      return bulkRetryAnswer(c, outcome, dry_run);
+    },
+  );
+
+  const cancelDoc = describeRoute({
+    summary:
+      "Admin cancel: a Queued job → Failed; a Running one is refused (its step may have acted)",
+    responses: CANCEL_RESPONSES,
+  });
+  app.post("/jobs/:id{[0-9]+}/cancel", cancelDoc, byId, async (c) => {
+    const jobId = c.req.valid("param").id;
+    return cancelAnswer(c, await queue.cancel(ctx, jobId), "job", jobId);
   });
 
   const recoverDoc = describeRoute({
@@ -121,14 +178,15 @@ export function autoPublishRoutes(ctx: queue.AutoPublishContext): Hono {
   app.post(
     "/jobs/claim",
     describeRoute({
-      summary: "Claim the next Queued job (priority, then oldest) with a fresh claim_token",
+      summary: "Claim the next Queued job (priority, then oldest) with a fresh claim_token; " +
+        "a repeated claim_key returns the job it claimed, same token",
       responses: { 200: "`{ jobs: [job + edition + claim_token] }`, or `{ jobs: [] }`" },
       optionalBody: true,
     }),
     optionalJson,
-    zValidator("json", z.strictObject({}), invalid),
+    zValidator("json", claimBody, invalid),
     async (c) => {
-      const job = await queue.claim(ctx);
+      const job = await queue.claim(ctx, c.req.valid("json").claim_key);
       return c.json({ jobs: job ? [job] : [] });
     },
   );

@@ -1,62 +1,61 @@
 /**
  * The auto-publish queue in the process: host-polled (its poller claims over `/auto-publish`), so
- * it has settings and routes but no consumer here. After a complete commits, the edition is pinged
- * to IndexNow when `INDEXNOW_URL` is set: post-commit, best effort, through a bounded channel and
- * its hosted drain (ADR-052). Drop-oldest: a ping is worth less than the request path's latency.
+ * it has settings and routes but no consumer here. When `INDEXNOW_URL` is set, a complete records
+ * its IndexNow ping in the outbox in its own transaction, and the outbox drain started here
+ * delivers it after the commit under its own advisory lock (lib/outbox.ts, docs/outbox.md):
+ * plumbing, not a queue.
  *
  * @module
  */
-import { BoundedChannel } from "../../lib/channel.ts";
-import { Drain } from "../../lib/drain.ts";
 import { defineQueue, type QueueHost } from "../../lib/queue_setup.ts";
+import { OutboxDrain } from "../../lib/outbox.ts";
+import { Wake } from "../../lib/wake.ts";
 import * as autoPublish from "./mod.ts";
-import { editionUrl, ping } from "./indexnow.ts";
+import { editionUrl, OUTBOX_KIND, ping } from "./_indexnow.ts";
 import { autoPublishRoutes } from "./routes.ts";
 import { autoPublishView } from "./view.ts";
 
-/** The IndexNow drain, started and stopped with the process; none when IndexNow is off. */
-function indexNowDrain(
-  { base: { log }, lifecycle }: QueueHost,
-  settings: autoPublish.AutoPublishSettings,
-) {
+/** The outbox drain, started and stopped with the process; none when IndexNow is off. */
+function outboxDrain(host: QueueHost, settings: autoPublish.AutoPublishSettings): boolean {
+  const { base: { sql, log }, config, lifecycle } = host;
   const indexNow = settings.indexNow;
   if (!indexNow) {
     log.info("INDEXNOW_URL unset: auto-publish will not ping IndexNow");
-    return { announce: (_editionId: string) => {}, channelDrops: () => ({}) };
+    return false;
   }
-  const pings = new BoundedChannel<string>({
-    capacity: 256,
-    mode: "drop-oldest",
-    name: "indexnow",
-  });
-  const drain = new Drain({
-    name: "indexnow",
-    channel: pings,
+  const wake = new Wake("outbox");
+  const drain = new OutboxDrain({
+    sql,
     log,
-    handle: async (editionId, signal) => {
-      await ping(indexNow, [editionUrl(indexNow.siteUrl, editionId)], signal);
-      log.info({ edition: editionId }, "indexnow pinged");
+    lock: host.lock("outbox"),
+    wake,
+    pollIntervalMs: config.pollIntervalMs,
+    standbyRetryMs: config.standbyRetryMs,
+    handlers: {
+      [OUTBOX_KIND]: async (payload, signal) => {
+        const editionId = String(payload.edition_id);
+        await ping(indexNow, [editionUrl(indexNow.siteUrl, editionId)], signal);
+        log.info({ edition: editionId, version: payload.asset_version }, "indexnow pinged");
+      },
     },
   });
+  // A failed LISTEN only costs latency: the drain also polls.
+  host.listen("outbox", wake).catch((err) =>
+    log.warn({ err: String(err?.message ?? err) }, "cannot listen for outbox records; polling")
+  );
   drain.start();
-  lifecycle.onStop("drains", "indexnow", async (deadline) => {
+  lifecycle.onStop("drains", "outbox", async (deadline) => {
     await drain.stop(Math.max(0, deadline - performance.now()));
   });
-  return {
-    announce: (editionId: string) => void pings.tryWrite(editionId),
-    channelDrops: () => ({ indexnow: pings.stats().dropped }),
-  };
+  return true;
 }
 
-export default defineQueue({
+export const queue = defineQueue({
   name: autoPublish.name,
   view: autoPublishView,
   settings: autoPublish.parseSettings,
   setup(host, settings) {
-    const { announce, channelDrops } = indexNowDrain(host, settings);
-    return {
-      routes: { "/auto-publish": autoPublishRoutes({ ...host.base, announce }) },
-      channelDrops,
-    };
+    const indexNow = outboxDrain(host, settings);
+    return { routes: { "/auto-publish": autoPublishRoutes({ ...host.base, indexNow }) } };
   },
 });

@@ -7,28 +7,18 @@
  * @module
  */
 import type { Sql } from "../../lib/db.ts";
-import type {
-  JobDetail,
-  JobPage,
-  JobSummary,
-  QueueView,
-  Throughput,
-} from "../../lib/admin/queue_view.ts";
-import { BREAKER_FAILURES, BREAKER_WINDOW_H, getJob, name, retry, stats } from "./mod.ts";
-
-// Newest first, keyset-paged on the primary key (no OFFSET); bounded by `limit`.
-async function listJobs(sql: Sql, page: JobPage): Promise<JobSummary[]> {
-  return await sql<JobSummary[]>`
-    select j.id, j.status, j.attempt_count,
-           'edition ' || j.edition_id || coalesce(': ' || e.title, '') as subject,
-           j.error, j.created_at, j.updated_at
-    from auto_publish_jobs j left join editions e on e.id = j.edition_id
-    where true
-      ${page.status ? sql`and j.status = ${page.status}` : sql``}
-      ${page.beforeId ? sql`and j.id < ${page.beforeId}` : sql``}
-    order by j.id desc
-    limit ${page.limit}`;
-}
+import type { JobDetail, QueueView, Throughput } from "../../lib/admin/queue_view.ts";
+import {
+  BREAKER_FAILURES,
+  BREAKER_WINDOW_H,
+  bulkRetry,
+  cancel,
+  getJob,
+  list,
+  name,
+  retry,
+  stats,
+} from "./mod.ts";
 
 // finished_at is written by complete, fail and recover.
 async function throughput(sql: Sql, seconds: number): Promise<Throughput> {
@@ -46,7 +36,8 @@ async function openBreakers(sql: Sql): Promise<number> {
   const [row] = await sql<{ open: number }[]>`
     select count(*)::int as open from (
       select edition_id from auto_publish_jobs
-      where status = 'Failed' and finished_at > now() - ${BREAKER_WINDOW_H} * interval '1 hour'
+      where status = 'Failed' and cancelled_at is null
+        and finished_at > now() - ${BREAKER_WINDOW_H} * interval '1 hour'
       group by edition_id
       having count(*) >= ${BREAKER_FAILURES}) b`;
   return row.open;
@@ -71,7 +62,9 @@ export const autoPublishView: QueueView = {
   statuses: ["Queued", "Running", "Completed", "Failed"],
   stats,
   throughput,
-  listJobs,
+  listJobs: list,
+  cancel: (ctx, id) => cancel(ctx, id),
+  bulkRetry,
   // The queue's own read: every column but the claim token.
   getJob: async (sql, id) => await getJob(sql, id) as Record<string, unknown> | null,
   retry: async (ctx, id) => {

@@ -10,15 +10,23 @@
  *   `ENRICHMENT_API_URL` is set).
  * - Running → Failed: {@linkcode run} for a permanent fault (a malformed answer, an HTTP 4xx), or
  *   any fault at the attempts cap.
- * - Running → Pending: {@linkcode run} for a transient fault under the cap (attempt spent);
- *   {@linkcode giveBack} on shutdown (attempt not counted, no error).
+ * - Running → Pending: {@linkcode run} for a transient fault under the cap (attempt spent; when
+ *   the provider asked to wait longer than a run waits, not claimed again before that wait has
+ *   passed: `metadata_enrichment_run_after`, {@linkcode nextDueMs}); {@linkcode giveBack} on
+ *   shutdown (attempt not counted, no error), also during a provider's wait.
  * - Running (stale) → Pending, or → Failed at the cap: {@linkcode recover}, on every wake.
  * - Running (orphaned) → Pending / Failed: {@linkcode recoverOrphans}, once each time the consumer
  *   takes the queue lock.
- * - Failed → Pending: {@linkcode retry}, the admin retry (attempts reset, error cleared).
+ * - Failed → Pending: {@linkcode retry}, the admin retry (attempts reset, error cleared);
+ *   {@linkcode bulkRetry} for every `Failed` book matching a filter, in one statement.
+ * - Pending → Failed: {@linkcode cancel}, the admin cancel (error `cancelled by admin`); a
+ *   `Running` book's run is stopped first and settled by {@linkcode cancelRun} (fenced).
+ *
+ * The admin retry gives the book a new intent for the Idempotency-Key. The local metadata is saved
+ * by every settle of a run that computed it, the provider's fault included (docs/enrichment.md).
  *
  * Stale rule: `Running` started more than `staleAfterMs` ago (default 10 min) → `Pending`, the
- * attempt spent. Beyond the ADR (issue 7): at {@linkcode MAX_ATTEMPTS} it is `Failed` instead, so
+ * attempt spent. Beyond the ADR: at {@linkcode MAX_ATTEMPTS} it is `Failed` instead, so
  * one book can never loop on paid calls.
  *
  * @module
@@ -28,18 +36,27 @@ import { ConfigError, type QueueDefaults } from "../../lib/config.ts";
 import { type Fragment, type Sql, transaction, type TxSql } from "../../lib/db.ts";
 import type { JobEvent } from "../../lib/events.ts";
 import {
+  BULK_RETRY_MAX,
+  bulkOutcome,
+  type BulkRetryOutcome,
+  CANCELLED,
+  type CancelOutcome,
   type ClaimedJob,
+  containing,
   isRunTimeout,
+  type JobFilter,
+  type JobListPage,
   type OrphanScope,
   type QueueContext,
   type QueueStats,
   settleClaim,
 } from "../../lib/queue.ts";
-// The engines are loaded on the first run, not at startup (issue 11, memory): their libraries
+// The engines are loaded on the first run, not at startup: their libraries
 // (franc-min, iso-639-3, stopword, syllable; the openai SDK) hold about 30 MB a worker that never
 // enriches a book has no use for.
-import type { LocalMetadata } from "./local.ts";
-import type { RemoteMetadata, RemoteSettings } from "./remote.ts";
+import type { LocalMetadata } from "./_local.ts";
+import type { RemoteMetadata, RemoteSettings } from "./_remote.ts";
+import { cancelJob } from "../../lib/control.ts";
 import { jobError } from "../../lib/job_error.ts";
 
 /** Queue name used in logs, events and the lock key. */
@@ -55,7 +72,7 @@ export const defaults: QueueDefaults = {
   staleAfterMs: 600_000,
   timeoutMs: 180_000,
 };
-/** Attempts before enrichment is `Failed` for good (issue 7, beyond the ADR). */
+/** Attempts before enrichment is `Failed` for good. */
 export const MAX_ATTEMPTS = 3;
 /** Characters of the book's text sent to the remote engine. */
 export const EXCERPT_CHARS = 12_000;
@@ -76,11 +93,26 @@ export interface EnrichmentContext extends QueueContext {
   readonly staleAfterMs: number;
   /** Null: the local engine only. */
   readonly remote: RemoteEngine | null;
+  /** Where the tokens of each request are added up; {@linkcode tokensUsed} when absent. */
+  readonly tokens?: TokenTally;
 }
+
+/** Tokens the remote engine's requests used, added up since start (the metric reads it). */
+export interface TokenTally {
+  prompt: number;
+  completion: number;
+  /** Requests answered with a `usage`. */
+  requests: number;
+}
+
+/** This process's tally, read by the enrichment view's token counter (view.ts). */
+export const tokensUsed: TokenTally = { prompt: 0, completion: 0, requests: 0 };
 
 /** A claimed enrichment: the user book's id and the claim's fence. */
 export interface EnrichmentJob extends ClaimedJob {
   readonly claimed_by: string;
+  /** The intent (uuid) of the Idempotency-Key; new at every admin retry. */
+  readonly intent: string;
   readonly title: string | null;
   readonly author: string | null;
 }
@@ -97,6 +129,8 @@ export interface EnrichmentView {
   error: string | null;
   started_at: Date | null;
   finished_at: Date | null;
+  /** Every attempt that ended, oldest first (the last 20; sql/010_operations.sql). */
+  attempts: unknown[];
   language: string | null;
   word_count: number | null;
   reading_time_minutes: number | null;
@@ -106,14 +140,15 @@ export interface EnrichmentView {
 
 /**
  * Read the remote engine's settings: on when `ENRICHMENT_API_URL` is set. Every one is checked
- * whenever it is set, the engine on or off (review5: a bad `ENRICHMENT_API_TIMEOUT_MS` was
- * ignored while the URL was unset, and only stopped the worker once someone set the URL).
+ * whenever it is set, the engine on or off.
  *
  * @param env variables by name; an empty string counts as unset.
  * @returns the settings, or null when `ENRICHMENT_API_URL` is unset.
  * @throws {ConfigError} when `ENRICHMENT_API_URL` is not an http(s) URL, `ENRICHMENT_MODEL` is
  *   missing while the URL is set, `ENRICHMENT_API_KEY` holds spaces or control characters (it
- *   goes into a header), or `ENRICHMENT_API_TIMEOUT_MS` is not a positive integer.
+ *   goes into a header), `ENRICHMENT_API_TIMEOUT_MS` is not a positive integer,
+ *   `ENRICHMENT_API_MAX_RETRIES` is not an integer from 0 to 10 (default 2), or
+ *   `ENRICHMENT_RETRY_AFTER_MAX_MS` not one from 0 to 3600000 (default 120000).
  */
 export function readRemoteSettings(
   env: Readonly<Record<string, string | undefined>>,
@@ -126,6 +161,8 @@ export function readRemoteSettings(
       }`,
     );
   }
+  const retries = integerSetting(env, "ENRICHMENT_API_MAX_RETRIES", 2, 0, 10);
+  const waitMax = integerSetting(env, "ENRICHMENT_RETRY_AFTER_MAX_MS", 120_000, 0, 3_600_000);
   const apiKey = env.ENRICHMENT_API_KEY || undefined;
   if (apiKey !== undefined && !/^[\x21-\x7e]+$/.test(apiKey)) {
     // A secret is never echoed, not even a wrong one: only its length.
@@ -153,7 +190,33 @@ export function readRemoteSettings(
       'Cannot parse ENRICHMENT_MODEL: expected a model name when ENRICHMENT_API_URL is set, received ""',
     );
   }
-  return { url, apiKey, model, timeoutMs: Number(rawTimeout) };
+  return {
+    url,
+    apiKey,
+    model,
+    timeoutMs: Number(rawTimeout),
+    maxRetries: retries,
+    retryAfterMaxMs: waitMax,
+  };
+}
+
+// A whole number in [min, max], or its default when unset.
+function integerSetting(
+  env: Readonly<Record<string, string | undefined>>,
+  name: string,
+  fallback: number,
+  min: number,
+  max: number,
+): number {
+  const raw = env[name] || String(fallback);
+  if (!/^\d+$/.test(raw) || Number(raw) < min || Number(raw) > max) {
+    throw new ConfigError(
+      `Cannot parse ${name}: expected an integer from ${min} to ${max}, received ${
+        JSON.stringify(raw)
+      }`,
+    );
+  }
+  return Number(raw);
 }
 
 /** The remote engine for these settings, or null (local only). */
@@ -161,7 +224,7 @@ export function remoteEngine(settings: RemoteSettings | null): RemoteEngine | nu
   if (!settings) return null;
   let client: Promise<OpenAI> | undefined;
   return {
-    client: () => client ??= import("./remote.ts").then((m) => m.createClient(settings)),
+    client: () => client ??= import("./_remote.ts").then((m) => m.createClient(settings)),
     settings,
   };
 }
@@ -177,12 +240,14 @@ export async function getJob(ctx: QueueContext, id: string): Promise<EnrichmentV
       error: string | null;
       started_at: Date | null;
       finished_at: Date | null;
+      attempts: unknown[];
       metadata: Metadata | null;
     }[]
   >`
     select metadata_enrichment_status as status, metadata_enrichment_attempt_count as attempt_count,
            metadata_enrichment_error as error, metadata_enrichment_started_at as started_at,
-           metadata_enrichment_finished_at as finished_at, metadata
+           metadata_enrichment_finished_at as finished_at,
+           metadata_enrichment_attempts as attempts, metadata
     from user_books where id = ${id}`;
   if (!row) return null;
   const { metadata, ...status } = row;
@@ -198,7 +263,9 @@ export async function getJob(ctx: QueueContext, id: string): Promise<EnrichmentV
 
 /**
  * Admin retry: `Failed` → `Pending`, attempts reset, error cleared (ADR-022: only an admin retry
- * brings a Failed job back); the commit NOTIFYs the consumer.
+ * brings a Failed job back), and a new intent: the requests' Idempotency-Key changes, so a
+ * provider that stored the failed attempt's answer does not replay it. The commit NOTIFYs the
+ * consumer.
  *
  * @returns the book's enrichment after the retry, or null when it is not `Failed` (or the book
  *   does not exist): nothing changes then.
@@ -209,11 +276,137 @@ export async function retry(ctx: QueueContext, id: string): Promise<EnrichmentVi
     set metadata_enrichment_status = 'Pending', metadata_enrichment_attempt_count = 0,
         metadata_enrichment_error = null, metadata_enrichment_claimed_by = null,
         metadata_enrichment_started_at = null, metadata_enrichment_finished_at = null,
+        metadata_enrichment_intent = gen_random_uuid(), metadata_enrichment_run_after = null,
         updated_at = now()
     where id = ${id} and metadata_enrichment_status = 'Failed'`;
   if (rows.count === 0) return null;
   ctx.events.publish({ queue: name, id, transition: "retried", status: "Pending", attempt: 0 });
   return await getJob(ctx, id);
+}
+
+/** A book in the queue as the list route shows it (its id is the user book's). */
+export interface EnrichmentListRow {
+  id: string;
+  status: EnrichmentStatus;
+  attempt_count: number;
+  error: string | null;
+  started_at: Date | null;
+  finished_at: Date | null;
+  attempts: unknown[];
+  title: string | null;
+  author: string | null;
+  book_status: string;
+  /** The book's title (or "untitled book <id>"). */
+  subject: string;
+  created_at: Date;
+  updated_at: Date;
+}
+
+// The filter of the list and the bulk retry: an enrichment status, `q` in the title or the id.
+function filtered(sql: Sql, filter: JobFilter) {
+  const q = filter.q;
+  return sql`
+    ${filter.status ? sql`and metadata_enrichment_status = ${filter.status}` : sql``}
+    ${q ? sql`and (title ilike ${containing(q)} or id::text = ${q})` : sql``}`;
+}
+
+/**
+ * A page of the books in the queue (enrichment status set), newest first, keyset-paged on the
+ * book's id (no OFFSET, no count).
+ */
+export async function list(sql: Sql, page: JobListPage): Promise<EnrichmentListRow[]> {
+  return await sql<EnrichmentListRow[]>`
+    select id, metadata_enrichment_status as status,
+           metadata_enrichment_attempt_count as attempt_count, metadata_enrichment_error as error,
+           metadata_enrichment_started_at as started_at,
+           metadata_enrichment_finished_at as finished_at,
+           metadata_enrichment_attempts as attempts, title, author, status as book_status,
+           coalesce(title, 'untitled book ' || id) as subject, created_at, updated_at
+    from user_books
+    where metadata_enrichment_status is not null ${filtered(sql, page)}
+      ${page.beforeId ? sql`and id < ${page.beforeId}` : sql``}
+    order by id desc
+    limit ${page.limit}`;
+}
+
+/**
+ * The admin cancel of a book's enrichment: `Pending` → `Failed` with {@linkcode CANCELLED}; a
+ * `Running` one's run is asked to stop and settled by {@linkcode cancelRun}. A retry brings it
+ * back.
+ */
+export async function cancel(
+  ctx: QueueContext,
+  id: string,
+  requestCancel: (queue: string, id: string) => Promise<void>,
+): Promise<CancelOutcome<EnrichmentView>> {
+  const read = async () => {
+    const job = await getJob(ctx, id);
+    return job?.status ? job : null; // a book not in the queue has no enrichment to cancel
+  };
+  return await cancelJob({
+    cancelRunnable: async () => {
+      const rows = await ctx.sql`
+        update user_books
+        set metadata_enrichment_status = 'Failed', metadata_enrichment_error = ${CANCELLED},
+            metadata_enrichment_finished_at = now(), updated_at = now()
+        where id = ${id} and metadata_enrichment_status = 'Pending'`;
+      if (rows.count === 0) return null;
+      const job = await getJob(ctx, id);
+      ctx.events.publish({
+        queue: name,
+        id,
+        transition: "cancelled",
+        status: "Failed",
+        attempt: job?.attempt_count ?? 0,
+        error: CANCELLED,
+      });
+      return job;
+    },
+    read,
+    running: "Running",
+    requestCancel: () => requestCancel(name, id),
+  });
+}
+
+/**
+ * The bulk admin retry: every `Failed` book matching `filter` (newest first, at most
+ * {@linkcode BULK_RETRY_MAX}) → `Pending`, {@linkcode retry}'s rule, in one statement that also
+ * counts the matching books.
+ *
+ * @param dryRun count only: nothing changes.
+ */
+export async function bulkRetry(
+  ctx: QueueContext,
+  filter: JobFilter,
+  dryRun: boolean,
+): Promise<BulkRetryOutcome> {
+  const only = filtered(ctx.sql, { ...filter, status: "Failed" });
+  const [row] = await ctx.sql<{ matched: number; ids: string[] }[]>`
+    with matched as (
+      select count(*)::int as n from (
+        select from user_books where true ${only} limit ${BULK_RETRY_MAX + 1}) m
+    ), picked as (
+      select id from user_books
+      where ${!dryRun} ${only}
+      order by id desc
+      limit ${BULK_RETRY_MAX}
+      for update skip locked
+    ), retried as (
+      update user_books b
+      set metadata_enrichment_status = 'Pending', metadata_enrichment_attempt_count = 0,
+          metadata_enrichment_error = null, metadata_enrichment_claimed_by = null,
+          metadata_enrichment_started_at = null, metadata_enrichment_finished_at = null,
+          metadata_enrichment_intent = gen_random_uuid(), metadata_enrichment_run_after = null,
+          updated_at = now()
+      from picked where b.id = picked.id and b.metadata_enrichment_status = 'Failed'
+      returning b.id
+    )
+    select (select n from matched) as matched,
+           coalesce((select array_agg(id::text) from retried), '{}') as ids`;
+  for (const id of row.ids) {
+    ctx.events.publish({ queue: name, id, transition: "retried", status: "Pending", attempt: 0 });
+  }
+  return bulkOutcome(row.matched, row.ids, dryRun);
 }
 
 /**
@@ -246,7 +439,7 @@ export async function stats(sql: Sql): Promise<QueueStats> {
 
 /**
  * Stale recovery, on every wake: `Running` started more than `staleAfterMs` ago → `Pending` with
- * the attempt spent, or `Failed` at the cap (ADR-022 row 3; the cap is issue 7's). One statement.
+ * the attempt spent, or `Failed` at the cap (ADR-022 row 3; the cap is this queue's own, beyond the ADR). One statement.
  */
 export async function recover(ctx: EnrichmentContext, _signal: AbortSignal): Promise<void> {
   const rows = await ctx.sql<{ id: string; status: EnrichmentStatus; attempt_count: number }[]>`
@@ -329,9 +522,25 @@ function pick(row: { status: EnrichmentStatus; attempt_count: number }) {
 }
 
 /**
+ * When the next `Pending` book that is waiting out a provider's `Retry-After` becomes due, so the
+ * idle consumer wakes for it.
+ *
+ * @returns ms from now (database clock), or null when no book waits.
+ */
+export async function nextDueMs(ctx: EnrichmentContext): Promise<number | null> {
+  const [row] = await ctx.sql<{ ms: number | null }[]>`
+    select (extract(epoch from min(metadata_enrichment_run_after) - now()) * 1000)::float8 as ms
+    from user_books
+    where metadata_enrichment_status = 'Pending'
+      and metadata_enrichment_attempt_count < ${MAX_ATTEMPTS}
+      and metadata_enrichment_run_after > now()`;
+  return row.ms;
+}
+
+/**
  * Claim the oldest `Pending` book: one atomic conditional UPDATE `Pending` → `Running` (ADR-022
  * row 3), the scalar `id = (select … for update skip locked limit 1)` taking exactly one row
- * (STYLE.md §3). Counts the attempt and stamps this boot's id.
+ * (docs/development.md). Counts the attempt and stamps this boot's id.
  *
  * @param lockHeld the queue lock's claim fence (lib/lock.ts): without the lock, nothing is claimed.
  *   Omitted only by tests that call the verb directly.
@@ -351,13 +560,15 @@ export async function claim(
       select id from user_books
       where ${lockHeld ?? ctx.sql`true`} and metadata_enrichment_status = 'Pending'
         and metadata_enrichment_attempt_count < ${MAX_ATTEMPTS}
+        and (metadata_enrichment_run_after is null or metadata_enrichment_run_after <= now())
       order by id
       for update skip locked
       limit 1
     )
     returning id, metadata_enrichment_attempt_count as attempt_count,
-              metadata_enrichment_claimed_by as claimed_by, title, author, (
-                -- The wake latency (issue 12): a subquery in RETURNING reads the statement's
+              metadata_enrichment_claimed_by as claimed_by,
+              metadata_enrichment_intent as intent, title, author, (
+                -- The wake latency: a subquery in RETURNING reads the statement's
                 -- snapshot, so it sees the row as it was before this claim: Pending since its
                 -- last write (the completing ingestion, a give-back, a retry, a recovery).
                 select extract(epoch from now() - o.updated_at)::float8
@@ -396,11 +607,31 @@ export async function giveBack(ctx: EnrichmentContext, job: EnrichmentJob): Prom
 }
 
 /**
- * Enrich one book: the local metadata from its chapters, then, when the remote engine is on, one
- * chat-completions call; then `Completed` with the metadata in one fenced write.
+ * Settle a run an admin cancelled, once it has stopped: `Failed` with {@linkcode CANCELLED}.
+ * Fenced on the claim.
+ *
+ * @returns false when the fence matched no row.
+ */
+export async function cancelRun(ctx: EnrichmentContext, job: EnrichmentJob): Promise<boolean> {
+  return await settle(
+    ctx,
+    job,
+    (sql) =>
+      sql`metadata_enrichment_status = 'Failed', metadata_enrichment_error = ${CANCELLED},
+          metadata_enrichment_finished_at = now()`,
+    { transition: "cancelled", status: "Failed", attempt: job.attempt_count, error: CANCELLED },
+  );
+}
+
+/**
+ * Enrich one book: the local metadata from its chapters, then, when the remote engine is on, the
+ * provider's answer (_remote.ts: its retries and waits happen inside this run); then `Completed`
+ * with the metadata in one fenced write. The local metadata is saved whatever the provider does:
+ * with the `Failed` or `Pending` write of a provider fault too (`engine: "local"`).
  *
  * @param signal aborted on shutdown or a lost lock (the run rejects with its reason and saves
- *   nothing; the consumer gives the claim back), or on the run timeout (retried under the cap).
+ *   nothing, also during a provider's `Retry-After` wait; the consumer gives the claim back), or
+ *   on the run timeout (retried under the cap).
  * @throws the signal's reason when aborted for shutdown or a lost lock.
  */
 export async function run(
@@ -408,23 +639,45 @@ export async function run(
   job: EnrichmentJob,
   signal: AbortSignal,
 ): Promise<void> {
+  let local: Metadata | undefined;
   try {
     const chapters = await ctx.sql<{ html: string }[]>`
       select html from user_chapters where user_book_id = ${job.id} order by position`;
-    const { enrichLocally, htmlToText } = await import("./local.ts");
-    const local = enrichLocally(chapters.map((c) => c.html), signal);
-    let metadata: Metadata = { ...local, engine: "local" };
+    const { enrichLocally, htmlToText } = await import("./_local.ts");
+    const computed = enrichLocally(chapters.map((c) => c.html), signal);
+    local = { ...computed, engine: "local" };
+    let metadata: Metadata = local;
     if (ctx.remote) {
-      const { enrichRemotely } = await import("./remote.ts");
-      const remote = await enrichRemotely(await ctx.remote.client(), ctx.remote.settings, {
-        bookId: job.id,
-        attempt: job.attempt_count,
-        title: job.title,
-        author: job.author,
-        language: local.language,
-        text: excerpt(chapters.map((c) => c.html), htmlToText),
-      }, signal);
-      metadata = { ...local, ...remote, engine: "openai-compatible" };
+      const { enrichRemotely } = await import("./_remote.ts");
+      const tally = ctx.tokens ?? tokensUsed;
+      const remote = await enrichRemotely(
+        await ctx.remote.client(),
+        ctx.remote.settings,
+        {
+          bookId: job.id,
+          intent: job.intent,
+          attempt: job.attempt_count,
+          title: job.title,
+          author: job.author,
+          language: computed.language,
+          text: excerpt(chapters.map((c) => c.html), htmlToText),
+        },
+        signal,
+        {
+          onUsage: (usage, model) => {
+            tally.prompt += usage.prompt_tokens;
+            tally.completion += usage.completion_tokens;
+            tally.requests++;
+            ctx.log.info({ queue: name, id: job.id, model, ...usage }, "enrichment tokens used");
+          },
+          onRetry: (err, waitMs, retry) =>
+            ctx.log.warn(
+              { queue: name, id: job.id, err: err.message, waitMs: Math.round(waitMs), retry },
+              "enrichment request will be asked again",
+            ),
+        },
+      );
+      metadata = { ...computed, ...remote, engine: "openai-compatible" };
     }
     signal.throwIfAborted();
     const completed = await settle(
@@ -439,13 +692,13 @@ export async function run(
   } catch (err) {
     if (signal.aborted) {
       if (!isRunTimeout(signal.reason)) throw signal.reason;
-      return await retryLater(ctx, job, signal.reason);
+      return await retryLater(ctx, job, signal.reason, local);
     }
     // Only the remote engine has permanent faults (a malformed answer, an HTTP 4xx).
-    if (ctx.remote && (await import("./remote.ts")).isPermanent(err)) {
-      return await fail(ctx, job, (err as Error).message);
-    }
-    return await retryLater(ctx, job, err);
+    const remote = ctx.remote ? await import("./_remote.ts") : null;
+    if (remote?.isPermanent(err)) return await fail(ctx, job, (err as Error).message, local);
+    const waitMs = remote && err instanceof remote.WaitTooLongError ? err.waitMs : null;
+    return await retryLater(ctx, job, err, local, waitMs);
   }
 }
 
@@ -462,7 +715,7 @@ type TxFragment = ReturnType<TxSql>;
 
 // Every write that settles a claimed book goes through here. It matches the row as this run
 // claimed it (Running, this attempt, this boot); 0 rows means the claim was lost: log it, change
-// nothing (STYLE.md §3). The event is published only once the write has committed.
+// nothing (docs/development.md). The event is published only once the write has committed.
 async function settle(
   ctx: EnrichmentContext,
   job: EnrichmentJob,
@@ -478,28 +731,44 @@ async function settle(
         and metadata_enrichment_claimed_by = ${job.claimed_by}`).count);
 }
 
-async function fail(ctx: EnrichmentContext, job: EnrichmentJob, why: string): Promise<void> {
+// The local metadata, when the run computed it, is saved with a fault's write (null keeps what the
+// row holds).
+async function fail(
+  ctx: EnrichmentContext,
+  job: EnrichmentJob,
+  why: string,
+  local?: Metadata,
+): Promise<void> {
   const reason = jobError(why);
   const failed = await settle(
     ctx,
     job,
     (sql) =>
       sql`metadata_enrichment_status = 'Failed', metadata_enrichment_error = ${reason},
+          metadata = coalesce(${local ? sql.json(local) : null}::jsonb, metadata),
           metadata_enrichment_finished_at = now()`,
     { transition: "failed", status: "Failed", attempt: job.attempt_count, error: reason },
   );
   if (failed) ctx.log.warn({ queue: name, id: job.id, reason }, "enrichment failed");
 }
 
-// A transient fault (network, 5xx, 429, a timeout): Pending again with the attempt spent while
-// under the cap, then Failed with the last fault as the reason.
-async function retryLater(ctx: EnrichmentContext, job: EnrichmentJob, err: unknown): Promise<void> {
+// A transient fault (network, 5xx, 429, a timeout, a wait asked beyond the bound): Pending again
+// with the attempt spent while under the cap — due again once `waitMs` (the provider's asked wait)
+// has passed — then Failed with the last fault as the reason.
+async function retryLater(
+  ctx: EnrichmentContext,
+  job: EnrichmentJob,
+  err: unknown,
+  local?: Metadata,
+  waitMs: number | null = null,
+): Promise<void> {
   const detail = jobError(err instanceof Error ? err.message : String(err));
   if (job.attempt_count >= MAX_ATTEMPTS) {
     return await fail(
       ctx,
       job,
       `attempts exhausted (${job.attempt_count} of ${MAX_ATTEMPTS}): ${detail}`,
+      local,
     );
   }
   const reason = `attempt ${job.attempt_count} of ${MAX_ATTEMPTS} failed, will retry: ${detail}`;
@@ -508,6 +777,10 @@ async function retryLater(ctx: EnrichmentContext, job: EnrichmentJob, err: unkno
     job,
     (sql) =>
       sql`metadata_enrichment_status = 'Pending', metadata_enrichment_error = ${reason},
+          metadata = coalesce(${local ? sql.json(local) : null}::jsonb, metadata),
+          metadata_enrichment_run_after = ${
+        waitMs === null ? null : sql`now() + ${waitMs} * interval '1 millisecond'`
+      },
           metadata_enrichment_started_at = null`,
     { transition: "failed", status: "Pending", attempt: job.attempt_count, error: reason },
   );

@@ -10,22 +10,22 @@ import * as enrichment from "./mod.ts";
 import { enrichmentRoutes } from "./routes.ts";
 import { enrichmentView } from "./view.ts";
 
-export default defineQueue({
+export const queue = defineQueue({
   name: enrichment.name,
   view: enrichmentView,
   settings: (env) => ({
-    queue: parseQueueSettings(env, enrichment.defaults),
+    common: parseQueueSettings(env, enrichment.defaults),
     remote: enrichment.readRemoteSettings(env),
   }),
-  setup({ base }, { queue, remote }) {
+  setup({ base, control }, { common, remote }) {
     const ctx: enrichment.EnrichmentContext = {
       ...base,
-      staleAfterMs: queue.staleAfterMs,
+      staleAfterMs: common.staleAfterMs,
       remote: enrichment.remoteEngine(remote),
     };
     return {
-      consume: consumed(enrichment, ctx, queue.timeoutMs),
-      routes: { "/enrichment": enrichmentRoutes(ctx) },
+      consume: consumed(enrichment, ctx, common.timeoutMs),
+      routes: { "/enrichment": enrichmentRoutes(ctx, control) },
     };
   },
 });

@@ -8,28 +8,12 @@
 import type { Sql } from "../../lib/db.ts";
 import {
   type JobDetail,
-  type JobPage,
-  type JobSummary,
   type QueueView,
   retryOutcome,
   type Throughput,
 } from "../../lib/admin/queue_view.ts";
-import { name, retry, stats } from "./mod.ts";
-
-// Newest book first, keyset-paged on the primary key; only books in the queue.
-async function listJobs(sql: Sql, page: JobPage): Promise<JobSummary[]> {
-  return await sql<JobSummary[]>`
-    select id, metadata_enrichment_status as status,
-           metadata_enrichment_attempt_count as attempt_count,
-           coalesce(title, 'untitled book ' || id) as subject,
-           metadata_enrichment_error as error, created_at, updated_at
-    from user_books
-    where metadata_enrichment_status is not null
-      ${page.status ? sql`and metadata_enrichment_status = ${page.status}` : sql``}
-      ${page.beforeId ? sql`and id < ${page.beforeId}` : sql``}
-    order by id desc
-    limit ${page.limit}`;
-}
+import { Counter, type Registry } from "prom-client";
+import { bulkRetry, cancel, list, name, retry, stats, tokensUsed, type TokenTally } from "./mod.ts";
 
 // The queue's own columns under their plain names (status, attempt_count, error, …), so the job
 // page reads like every other queue's; null for a book that is not in the queue.
@@ -39,7 +23,8 @@ async function getJob(sql: Sql, id: string): Promise<Record<string, unknown> | n
            metadata_enrichment_attempt_count as attempt_count,
            metadata_enrichment_error as error, metadata_enrichment_claimed_by as claimed_by,
            metadata_enrichment_started_at as started_at,
-           metadata_enrichment_finished_at as finished_at, title, author, status as book_status,
+           metadata_enrichment_finished_at as finished_at,
+           metadata_enrichment_attempts as attempts, title, author, status as book_status,
            created_at, updated_at
     from user_books where id = ${id} and metadata_enrichment_status is not null`;
   return row ?? null;
@@ -68,6 +53,38 @@ async function details(sql: Sql, job: Record<string, unknown>): Promise<JobDetai
   }];
 }
 
+/**
+ * `<prefix>enrichment_tokens_total{kind}` (`prompt`, `completion`) and
+ * `<prefix>enrichment_requests_total`: what the provider's `usage` reported, read from the tally
+ * at scrape time.
+ *
+ * @param tally where the runs add up their tokens ({@linkcode tokensUsed} in the worker).
+ */
+export function tokenMetrics(registry: Registry, prefix: string, tally: TokenTally = tokensUsed) {
+  const seen = { prompt: 0, completion: 0, requests: 0 };
+  new Counter({
+    name: `${prefix}enrichment_tokens_total`,
+    help: "Tokens the enrichment provider reported used (its usage field), by kind",
+    labelNames: ["kind"],
+    registers: [registry],
+    collect() {
+      for (const kind of ["prompt", "completion"] as const) {
+        this.inc({ kind }, Math.max(0, tally[kind] - seen[kind]));
+        seen[kind] = Math.max(seen[kind], tally[kind]);
+      }
+    },
+  });
+  new Counter({
+    name: `${prefix}enrichment_requests_total`,
+    help: "Enrichment provider requests answered with a usage field",
+    registers: [registry],
+    collect() {
+      this.inc(Math.max(0, tally.requests - seen.requests));
+      seen.requests = Math.max(seen.requests, tally.requests);
+    },
+  });
+}
+
 /** The metadata enrichment queue's admin view. */
 export const enrichmentView: QueueView = {
   name,
@@ -75,8 +92,11 @@ export const enrichmentView: QueueView = {
   statuses: ["Pending", "Running", "Completed", "Failed"],
   stats,
   throughput,
-  listJobs,
+  listJobs: list,
   getJob,
   retry: async (ctx, id) => retryOutcome((await retry(ctx, id)) !== null),
+  cancel: (ctx, id, control) => cancel(ctx, id, (q, i) => control.requestCancel(q, i)),
+  bulkRetry,
   details,
+  metrics: (registry, prefix) => tokenMetrics(registry, prefix),
 };

@@ -9,7 +9,10 @@
  *   transient fault at the attempts cap.
  * - Processing → Queued: {@linkcode run} for a transient fault under the cap (after a delay);
  *   {@linkcode giveBack} on shutdown (attempt not counted, no error text).
- * - Failed → Queued: {@linkcode retry}, the admin retry (attempts reset, error cleared).
+ * - Failed → Queued: {@linkcode retry}, the admin retry (attempts reset, error cleared);
+ *   {@linkcode bulkRetry} for every `Failed` job matching a filter, in one statement.
+ * - Queued → Failed: {@linkcode cancel}, the admin cancel (error `cancelled by admin`).
+ * - Processing → Failed: {@linkcode cancelRun}, once an admin cancel has stopped the run (fenced).
  *
  * - Processing → Queued | Failed: {@linkcode recoverOrphans}, once per lock acquisition: a row of
  *   another boot id is re-queued with its attempt spent (Failed at the cap); a row of this boot id
@@ -20,19 +23,19 @@
  *
  * Crash rule: holding the queue lock proves a `Processing` row's consumer is gone, so
  * {@linkcode recoverOrphans} recovers every such row when the consumer takes the lock — after a
- * SIGKILL the successor re-picks the job at once, not after the stale threshold (issue 9, item 3).
+ * SIGKILL the successor re-picks the job at once, not after the stale threshold.
  * Stale rule, the fallback: a `Processing` row claimed more than `staleAfterMs` ago (default
  * 10 min) is taken again by the claim while `attempt_count` < {@linkcode MAX_ATTEMPTS}, and
  * {@linkcode recover} fails it at the cap. With the lock held nobody re-picks a running job, so a
  * run may outlive `staleAfterMs`; the run timeout, not the stale rule, bounds one run.
  *
  * When recovery runs ({@linkcode recoverOn}): at lock acquisition and on the poll tick, not before
- * every claim (issue 11). The lock holder is the only consumer, its orphans are recovered when it
+ * every claim. The lock holder is the only consumer, its orphans are recovered when it
  * takes the lock, and what `recover` still finds — a stale row at the cap, an asset write cut short
  * — can wait for the tick; paying for it before each claim cost two statements per job. ADR-022's
  * "before every claim" is SSG's rule (and SEO's), which keep it.
  *
- * Cost per job (issue 11): one statement saves the edition and its chapters, completes the job,
+ * Cost per job: one statement saves the edition and its chapters, completes the job,
  * creates its auto-publish job and claims the next job ({@linkcode run} with `claimNext`); with no
  * resources to store it is a transaction of its own, so a drain of such books costs that statement
  * and the asset mark after the files are written: two round trips, two commits per job. A book with
@@ -44,9 +47,17 @@ import type { QueueDefaults } from "../../lib/config.ts";
 import { type Fragment, runCancellable, type Sql, transaction, type TxSql } from "../../lib/db.ts";
 import type { JobEvent } from "../../lib/events.ts";
 import {
+  BULK_RETRY_MAX,
+  bulkOutcome,
+  type BulkRetryOutcome,
+  CANCELLED,
+  type CancelOutcome,
   type ClaimedJob,
   type ClaimNext,
+  containing,
   isRunTimeout,
+  type JobFilter,
+  type JobListPage,
   type OrphanScope,
   type QueueContext,
   type QueueStats,
@@ -54,10 +65,11 @@ import {
   settleClaim,
 } from "../../lib/queue.ts";
 import { extractBook, type ExtractedBook, UnreadableBookError } from "../../books/extract.ts";
-import { publishAssets, REPAIR_BUDGET_MS, repairAssets } from "./assets.ts";
-import { saveResources } from "./fidelity.ts";
+import { publishAssets, REPAIR_BUDGET_MS, repairAssets } from "./_assets.ts";
+import { saveResources } from "./_fidelity.ts";
 import { resolveSourceFile } from "../../books/source_path.ts";
 import { jobError } from "../../lib/job_error.ts";
+import { cancelJob } from "../../lib/control.ts";
 
 /** Queue name used in logs, events and the lock key. */
 export const name = "ingestion";
@@ -101,13 +113,13 @@ export interface IngestionContext extends QueueContext {
    * truncated result on cancel instead of throwing, the case ADR-022 says must never be saved.
    */
   readonly extract?: (path: string, signal: AbortSignal) => Promise<ExtractedBook>;
-  /** A part another queue adds to the completing statement (issue 8: auto-publish). */
+  /** A part another queue adds to the completing statement (auto-publish). */
   readonly onEditionSaved?: EditionSavedHook;
 }
 
 /**
- * A part of the completing statement that another queue adds (issue 8: auto-publish creates the
- * edition's job): it commits with the save or not at all, and costs no round trip (issue 11).
+ * A part of the completing statement that another queue adds (auto-publish creates the
+ * edition's job): it commits with the save or not at all, and costs no round trip.
  */
 export interface EditionSavedHook {
   /**
@@ -143,6 +155,22 @@ export interface IngestionJobRow {
   created_at: Date;
   updated_at: Date;
   finished_at: Date | null;
+  /** Every attempt that ended, oldest first (the last 20; sql/010_operations.sql). */
+  attempts: AttemptRecord[];
+}
+
+/** One ended attempt, as the settling write's trigger recorded it (sql/010_operations.sql). */
+export interface AttemptRecord {
+  attempt: number;
+  started_at: string | null;
+  ended_at: string;
+  outcome: "completed" | "failed" | "cancelled" | "given_back" | "retry";
+  error: string | null;
+}
+
+/** A job as the list route shows it: the row and its subject (the source path). */
+export interface IngestionListRow extends IngestionJobRow {
+  subject: string;
 }
 
 /** Thrown inside the completing transaction when its fence matched no row: the claim was lost. */
@@ -203,6 +231,113 @@ export async function retry(ctx: QueueContext, id: string): Promise<IngestionJob
   return row ?? null;
 }
 
+// The filter of the list and the bulk retry: a status, and `q` in the source path, the edition's
+// id or its title.
+function filtered(sql: Sql, filter: JobFilter) {
+  const q = filter.q;
+  return sql`
+    ${filter.status ? sql`and j.status = ${filter.status}` : sql``}
+    ${
+    q
+      ? sql`and (j.source_path ilike ${containing(q)} or j.edition_id::text = ${q}
+          or exists (select from editions e where e.id = j.edition_id
+                     and e.title ilike ${containing(q)}))`
+      : sql``
+  }`;
+}
+
+/**
+ * A page of jobs, newest first: keyset-paged on the primary key (no OFFSET, no count: a deep page
+ * costs what the first does, and jobs added meanwhile never shift a page). A status filter walks
+ * that status's index (`ingestion_jobs_claimable`, `ingestion_jobs_failed`) or the primary key.
+ *
+ * @returns at most `page.limit` rows, each with its `subject` (the source path).
+ */
+export async function list(sql: Sql, page: JobListPage): Promise<IngestionListRow[]> {
+  return await sql<IngestionListRow[]>`
+    select j.*, j.source_path as subject
+    from ingestion_jobs j
+    where true ${filtered(sql, page)}
+      ${page.beforeId ? sql`and j.id < ${page.beforeId}` : sql``}
+    order by j.id desc
+    limit ${page.limit}`;
+}
+
+/**
+ * The admin cancel: a `Queued` job → `Failed` with {@linkcode CANCELLED} at once; a `Processing`
+ * one is asked to stop (`requestCancel`, lib/control.ts) and, once its run has stopped, settled
+ * by {@linkcode cancelRun}. A retry brings either back.
+ *
+ * @param requestCancel sends the request to the instance running the job.
+ */
+export async function cancel(
+  ctx: QueueContext,
+  id: string,
+  requestCancel: (queue: string, id: string) => Promise<void>,
+): Promise<CancelOutcome<IngestionJobRow>> {
+  return await cancelJob({
+    cancelRunnable: async () => {
+      const [row] = await ctx.sql<IngestionJobRow[]>`
+        update ingestion_jobs
+        set status = 'Failed', error = ${CANCELLED}, finished_at = now(), updated_at = now()
+        where id = ${id} and status = 'Queued'
+        returning *`;
+      if (row) {
+        ctx.events.publish({
+          queue: name,
+          id,
+          transition: "cancelled",
+          status: "Failed",
+          attempt: row.attempt_count,
+          error: CANCELLED,
+        });
+      }
+      return row ?? null;
+    },
+    read: () => getJob(ctx, id),
+    running: "Processing",
+    requestCancel: () => requestCancel(name, id),
+  });
+}
+
+/**
+ * The bulk admin retry: every `Failed` job matching `filter` (newest first, at most
+ * {@linkcode BULK_RETRY_MAX}) → `Queued` by {@linkcode retry}'s rule, in one statement, which
+ * also counts the matching jobs (up to the bound + 1) in the same snapshot.
+ *
+ * @param dryRun count only: nothing changes.
+ */
+export async function bulkRetry(
+  ctx: QueueContext,
+  filter: JobFilter,
+  dryRun: boolean,
+): Promise<BulkRetryOutcome> {
+  const only = filtered(ctx.sql, { ...filter, status: "Failed" });
+  const [row] = await ctx.sql<{ matched: number; ids: string[] }[]>`
+    with matched as (
+      select count(*)::int as n from (
+        select from ingestion_jobs j where true ${only} limit ${BULK_RETRY_MAX + 1}) m
+    ), picked as (
+      select j.id from ingestion_jobs j
+      where ${!dryRun} ${only}
+      order by j.id desc
+      limit ${BULK_RETRY_MAX}
+      for update skip locked
+    ), retried as (
+      update ingestion_jobs j
+      set status = 'Queued', attempt_count = 0, error = null, claimed_by = null, claimed_at = null,
+          run_after = now(), finished_at = null, updated_at = now()
+      from picked where j.id = picked.id and j.status = 'Failed'
+      returning j.id
+    )
+    select (select n from matched) as matched,
+           coalesce((select array_agg(id::text) from retried), '{}') as ids`;
+  for (const id of row.ids) {
+    ctx.events.publish({ queue: name, id, transition: "retried", status: "Queued", attempt: 0 });
+  }
+  return bulkOutcome(row.matched, row.ids, dryRun);
+}
+
 /**
  * Jobs by status and the age of the oldest claimable one (Queued and due), for metrics and the
  * dashboard. One statement; `ingestion_jobs_claimable` serves the oldest-age part.
@@ -258,7 +393,7 @@ export async function recover(ctx: IngestionContext, signal: AbortSignal): Promi
       attempt: row.attempt_count,
     });
   }
-  // Bounded in time, and its faults never block the claims (issue 9, review): the chapters are in
+  // Bounded in time, and its faults never block the claims: the chapters are in
   // the database, and the next wake repairs the rest.
   const budget = AbortSignal.any([signal, AbortSignal.timeout(REPAIR_BUDGET_MS)]);
   try {
@@ -278,7 +413,7 @@ export async function recover(ctx: IngestionContext, signal: AbortSignal): Promi
 
 /**
  * Recover every row still in flight, once per lock acquisition (the lock proves their consumer is
- * gone; issue 9). A row claimed by another boot id follows the crash rule: `Queued` and due at
+ * gone). A row claimed by another boot id follows the crash rule: `Queued` and due at
  * once with its attempt spent, or `Failed` at the cap. A row claimed by this boot id was cut off
  * by a lost lock (a database restart), not by a crash: it is given back, the attempt not counted,
  * so database blips never use up a job's attempts. One statement.
@@ -335,7 +470,7 @@ export async function recoverOrphans(
 
 /**
  * Time until the earliest `Queued` job waiting on a future `run_after` (a transient retry)
- * becomes due, on the database clock; the consumer arms a wake for it (issue 9, item 8).
+ * becomes due, on the database clock; the consumer arms a wake for it.
  *
  * @returns ms from now, or null when no job waits for a future time.
  */
@@ -370,7 +505,7 @@ export async function claim(
 // The claim, as a statement of its own ({@linkcode claim}) or as the last part of the completing
 // statement ({@linkcode run}, chained). The scalar `id = (select … for update skip locked limit 1)`
 // takes exactly one row: `id in (select …)` may be re-run per row by the planner and claim several
-// (STYLE.md §3). `where` holds the lock's fence, and what else a chained claim requires.
+// (docs/development.md). `where` holds the lock's fence, and what else a chained claim requires.
 function claimStatement(ctx: IngestionContext, sql: Sql | TxSql, where: Fragment): Fragment {
   return sql`
     update ingestion_jobs
@@ -410,7 +545,7 @@ function publishClaimed(ctx: IngestionContext, job: IngestionJob): void {
 /**
  * Delete finished jobs (`Completed`, `Failed`) whose `finished_at` is more than
  * `INGESTION_RETENTION_DAYS` ago, {@linkcode PRUNE_BATCH} rows per statement, for at most
- * {@linkcode PRUNE_BUDGET_MS}; the rest waits for the next tick (issue 11). The consumer calls it
+ * {@linkcode PRUNE_BUDGET_MS}; the rest waits for the next tick. The consumer calls it
  * on the poll tick, never before a claim. A `Failed` job past the retention goes too: its admin
  * retry with it. Does nothing when no retention is set.
  *
@@ -462,7 +597,7 @@ export async function giveBack(ctx: IngestionContext, job: IngestionJob): Promis
 
 /**
  * Settle a run that ignored its abort (a timeout) for the grace period: the crash rule, fenced on
- * the claim — `Queued` with the attempt spent under the cap, else `Failed` (issue 9, review).
+ * the claim — `Queued` with the attempt spent under the cap, else `Failed`.
  *
  * @param reason why, for the job's `error`.
  * @returns false when the fence matched no row.
@@ -491,11 +626,26 @@ export async function abandon(
 }
 
 /**
+ * Settle a run an admin cancelled, once it has stopped: `Failed` with {@linkcode CANCELLED}, the
+ * attempt spent. Fenced on the claim, as every settle.
+ *
+ * @returns false when the fence matched no row (the run already settled, or the claim was lost).
+ */
+export async function cancelRun(ctx: IngestionContext, job: IngestionJob): Promise<boolean> {
+  return await settle(
+    ctx,
+    job,
+    (sql) => sql`status = 'Failed', error = ${CANCELLED}, finished_at = now()`,
+    { transition: "cancelled", status: "Failed", attempt: job.attempt_count, error: CANCELLED },
+  );
+}
+
+/**
  * Ingest the job's source file: extract, then save the edition, its chapters and `Completed` in
  * one fenced transaction; after it commits, write the chapter assets and delete the previous
  * version's. An unreadable file is `Failed` at once; any other fault is retried under the cap.
  *
- * With `claimNext` (the consumer's leave, issue 11) the statement that completes the job also
+ * With `claimNext` (the consumer's leave) the statement that completes the job also
  * claims the next one, so the drain pays one commit per job, not two: the next job's attempt is
  * counted in the same commit as this job's completion. If the database crashes before that commit,
  * both roll back (this job stays `Processing` and is given back when the lock is taken again,
@@ -597,7 +747,7 @@ async function save(
   };
   let saved: Saved;
   if (resources.length === 0) {
-    // Nothing else to write: the statement is the transaction (issue 11).
+    // Nothing else to write: the statement is the transaction.
     [saved] = await runCancellable(ctx.sql, statement, signal);
     check(saved);
   } else {
@@ -655,12 +805,13 @@ async function save(
 }
 
 // The completing statement: fence, edition, chapters, `Completed`, the hook's part and the
-// chained claim, one round trip (issue 11; it was nine statements in a transaction). Its parts, in
+// chained claim, one round trip (it was nine statements in a transaction). Its parts, in
 // the order they take effect:
 // - `job`: the fence. It also row-locks the job, so a concurrent give-back waits and then matches
 //   nothing, instead of un-counting a completed job. Every write below depends on it.
 // - `created` / `updated`: a new edition (asset version 1) or the re-ingested one (version + 1),
-//   with what the chapters alone do not hold (issue 10: language, direction, warnings).
+//   with what the chapters alone do not hold (language, direction, warnings; and the
+//   licence, kept beside the chapters, never in them).
 // - `chapters`: one row per chapter from two arrays (no per-row parameters, so a 2,000-chapter
 //   book is one statement too). A re-ingest overwrites positions it has, and `tail` deletes the
 //   positions past its end: no row is both deleted and inserted by this one statement, whose
@@ -693,9 +844,10 @@ function saveStatement(
       for update
     ),
     created as (
-      insert into editions (title, author, format, language, direction, warnings, asset_version)
+      insert into editions
+        (title, author, format, language, direction, warnings, licence, asset_version)
       select ${book.title}, ${book.author}, ${book.format}, ${book.language ?? null},
-             ${book.direction ?? null}, ${sql.json(warnings)}, 1
+             ${book.direction ?? null}, ${sql.json(warnings)}, ${book.licence ?? null}, 1
       from job where ${editionId}::bigint is null
       returning id, asset_version
     ),
@@ -703,7 +855,8 @@ function saveStatement(
       update editions
       set title = ${book.title}, author = ${book.author}, format = ${book.format},
           language = ${book.language ?? null}, direction = ${book.direction ?? null},
-          warnings = ${sql.json(warnings)}, asset_version = asset_version + 1, updated_at = now()
+          warnings = ${sql.json(warnings)}, licence = ${book.licence ?? null},
+          asset_version = asset_version + 1, updated_at = now()
       where id = ${editionId}::bigint and exists (select from job)
       returning id, asset_version
     ),
@@ -752,7 +905,7 @@ type TxFragment = ReturnType<TxSql>;
 
 // Every write that settles a claimed row goes through here (the completion excepted: it fences
 // inside the transaction that saves the edition). It matches the row as this run claimed it; 0
-// rows means the claim was lost: log it, change nothing (STYLE.md §3). The event is published
+// rows means the claim was lost: log it, change nothing (docs/development.md). The event is published
 // only once the write has committed.
 async function settle(
   ctx: IngestionContext,

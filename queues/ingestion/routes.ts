@@ -9,6 +9,12 @@
  *   unknown.
  * - `POST /jobs/:id/retry` → 200 the job, now `Queued` (admin retry: `Failed` only); 409 for any
  *   other status, changing nothing; 404 when unknown.
+ * - `GET /jobs?status=&q=&limit=&cursor=` → 200 `{ jobs, next_cursor }`, newest first; `q` searches
+ *   the source path, the edition id and its title.
+ * - `POST /jobs/:id/cancel` → 200 the job, `Failed` (cancelled by admin); 202 while a running job's
+ *   run stops; 409 for a finished job; 404 (lib/http/list.ts `cancelAnswer`).
+ * - `POST /jobs/retry` `{ "status": "Failed", "q"?: "…", "dry_run"?: true }` → 200 what the bulk
+ *   retry matched and re-queued (at most 10,000; lib/queue.ts `BulkRetryOutcome`).
  *
  * @module
  */
@@ -16,8 +22,29 @@ import { Hono } from "hono";
 import { createMiddleware } from "hono/factory";
 import { describeRoute, zValidator } from "../../lib/http/openapi.ts";
 import { z } from "zod";
-import { editionExists, enqueue, getJob, type IngestionContext, retry } from "./mod.ts";
-import { readEditionSummary } from "./fidelity.ts";
+import {
+  bulkRetry,
+  cancel,
+  editionExists,
+  enqueue,
+  getJob,
+  type IngestionContext,
+  list,
+  retry,
+} from "./mod.ts";
+import {
+  BULK_RETRY_RESPONSES,
+  bulkRetryAnswer,
+  bulkRetryBody,
+  CANCEL_RESPONSES,
+  cancelAnswer,
+  decodeCursor,
+  LIST_RESPONSES,
+  listAnswer,
+  listQuery,
+} from "../../lib/http/list.ts";
+import type { QueueControl } from "../../lib/control.ts";
+import { readEditionSummary } from "./_fidelity.ts";
 import { resolveSourceFile, resolveSourcePath } from "../../books/source_path.ts";
 import { idString } from "../../lib/http/ids.ts";
 
@@ -29,7 +56,7 @@ const enqueueBody = z.strictObject({
   edition_id: z.union([id, z.number().int().positive().transform(String)]).optional(),
 });
 
-// Bad input is a 4xx JSON error that names the field (STYLE.md §7), never zod's raw dump.
+// Bad input is a 4xx JSON error that names the field (docs/development.md), never zod's raw dump.
 interface Checked {
   success: boolean;
   error?: { issues: ReadonlyArray<{ path: ReadonlyArray<PropertyKey>; message: string }> };
@@ -55,10 +82,46 @@ const requireJson = createMiddleware(async (c, next) => {
  * Build the ingestion routes.
  *
  * @param ctx the ingestion queue's context (pool, storage root, events).
+ * @param control where a cancel of a running job is sent (lib/control.ts).
  * @returns a Hono router to mount under `/internal/ingestion`.
  */
-export function ingestionRoutes(ctx: IngestionContext): Hono {
+export function ingestionRoutes(
+  ctx: IngestionContext,
+  control: Pick<QueueControl, "requestCancel">,
+): Hono {
   const app = new Hono();
+
+  const listDoc = describeRoute({
+    summary: "List ingestion jobs, newest first, by status and source path or edition",
+    responses: LIST_RESPONSES,
+  });
+  const query = listQuery(["Queued", "Processing", "Completed", "Failed"]);
+  app.get("/jobs", listDoc, zValidator("query", query, invalid), async (c) => {
+    const { cursor, limit, ...filter } = c.req.valid("query");
+    const beforeId = cursor ? decodeCursor(cursor) ?? undefined : undefined;
+    return c.json(
+      listAnswer(await list(ctx.sql, { ...filter, beforeId, limit: limit + 1 }), limit),
+    );
+  });
+
+  const bulkDoc = describeRoute({
+    summary: "Bulk admin retry: every Failed job matching the filter → Queued (at most 10,000)",
+    responses: BULK_RETRY_RESPONSES,
+  });
+  app.post(
+    "/jobs/retry",
+    bulkDoc,
+    requireJson,
+    zValidator("json", bulkRetryBody, invalid),
+    async (c) => {
+      const { dry_run, ...filter } = c.req.valid("json");
+      const outcome = await bulkRetry(ctx, filter, dry_run);
+      if (!dry_run) {
+        ctx.log.info({ queue: "ingestion", ...filter, retried: outcome.retried }, "bulk retry");
+      }
+      return bulkRetryAnswer(c, outcome, dry_run);
+    },
+  );
 
   const enqueueDoc = describeRoute({
     summary: "Enqueue a book file for ingestion",
@@ -106,7 +169,7 @@ export function ingestionRoutes(ctx: IngestionContext): Hono {
   app.get("/jobs/:id", readDoc, zValidator("param", z.object({ id }), invalid), async (c) => {
     const job = await getJob(ctx, c.req.valid("param").id);
     if (!job) return c.json({ error: "No such ingestion job" }, 404);
-    // The edition as the job left it: what a reader will see, and what was imperfect (issue 10).
+    // The edition as the job left it: what a reader will see, and what was imperfect.
     const edition = job.edition_id ? await readEditionSummary(ctx.sql, job.edition_id) : null;
     return c.json({ ...job, edition });
   });
@@ -130,6 +193,21 @@ export function ingestionRoutes(ctx: IngestionContext): Hono {
           `Cannot retry job ${jobId}: it is ${current.status}; only Failed jobs can be retried`,
         status: current.status,
       }, 409);
+    },
+  );
+
+  const cancelDoc = describeRoute({
+    summary: "Admin cancel: a Queued job → Failed; a Processing job's run is stopped, then Failed",
+    responses: CANCEL_RESPONSES,
+  });
+  app.post(
+    "/jobs/:id/cancel",
+    cancelDoc,
+    zValidator("param", z.object({ id }), invalid),
+    async (c) => {
+      const jobId = c.req.valid("param").id;
+      const outcome = await cancel(ctx, jobId, (queue, id) => control.requestCancel(queue, id));
+      return cancelAnswer(c, outcome, "ingestion job", jobId);
     },
   );
 

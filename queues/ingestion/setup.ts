@@ -12,19 +12,19 @@ import * as ingestion from "./mod.ts";
 import { ingestionRoutes } from "./routes.ts";
 import { ingestionView } from "./view.ts";
 
-export default defineQueue({
+export const queue = defineQueue({
   name: ingestion.name,
   view: ingestionView,
   settings: (env) => ({
-    queue: parseQueueSettings(env, ingestion.defaults),
+    common: parseQueueSettings(env, ingestion.defaults),
     onIngest: autoPublish.parseSettings(env).onIngest,
   }),
-  setup({ base, config }, { queue, onIngest }) {
+  setup({ base, config, control }, { common, onIngest }) {
     const ctx: ingestion.IngestionContext = {
       ...base,
       storageDir: config.storageDir,
-      staleAfterMs: queue.staleAfterMs,
-      retentionDays: queue.retentionDays,
+      staleAfterMs: common.staleAfterMs,
+      retentionDays: common.retentionDays,
       onEditionSaved: onIngest
         ? {
           statement: autoPublish.createOnIngest,
@@ -33,8 +33,8 @@ export default defineQueue({
         : undefined,
     };
     return {
-      consume: consumed(ingestion, ctx, queue.timeoutMs),
-      routes: { "/ingestion": ingestionRoutes(ctx) },
+      consume: consumed(ingestion, ctx, common.timeoutMs),
+      routes: { "/ingestion": ingestionRoutes(ctx, control) },
     };
   },
 });

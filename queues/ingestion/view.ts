@@ -1,35 +1,18 @@
 /**
  * The ingestion queue's admin view (lib/admin/queue_view.ts): its own statements for `/admin` and
  * `/metrics` — pages of `ingestion_jobs`, one job, the last hour's settled jobs, and a job's
- * edition (its chapters and its warnings, issue 10).
+ * edition (its chapters and its warnings).
  *
  * @module
  */
 import type { Sql } from "../../lib/db.ts";
 import {
   type JobDetail,
-  type JobPage,
-  type JobSummary,
   type QueueView,
   retryOutcome,
   type Throughput,
 } from "../../lib/admin/queue_view.ts";
-import { name, retry, stats } from "./mod.ts";
-
-/**
- * Newest first, keyset-paged on the primary key (no OFFSET: a deep page costs what the first
- * does). A status filter walks the same index and skips other rows; bounded by `limit`.
- */
-async function listJobs(sql: Sql, page: JobPage): Promise<JobSummary[]> {
-  return await sql<JobSummary[]>`
-    select id, status, attempt_count, source_path as subject, error, created_at, updated_at
-    from ingestion_jobs
-    where true
-      ${page.status ? sql`and status = ${page.status}` : sql``}
-      ${page.beforeId ? sql`and id < ${page.beforeId}` : sql``}
-    order by id desc
-    limit ${page.limit}`;
-}
+import { bulkRetry, cancel, list, name, retry, stats } from "./mod.ts";
 
 async function getJob(sql: Sql, id: string): Promise<Record<string, unknown> | null> {
   const [row] = await sql<Record<string, unknown>[]>`select * from ingestion_jobs where id = ${id}`;
@@ -86,8 +69,10 @@ export const ingestionView: QueueView = {
   statuses: ["Queued", "Processing", "Completed", "Failed"],
   stats,
   throughput,
-  listJobs,
+  listJobs: list,
   getJob,
   retry: async (ctx, id) => retryOutcome((await retry(ctx, id)) !== null),
+  cancel: (ctx, id, control) => cancel(ctx, id, (q, i) => control.requestCancel(q, i)),
+  bulkRetry,
   details,
 };

@@ -5,8 +5,11 @@
  *
  * - `POST /jobs` `{ "edition_id": "12" }` → 201 the job (`Queued`); 404 unknown edition.
  * - `GET /jobs?status=&limit=&before=` → 200 `{ jobs, next }`, newest first; `GET /jobs/:id`.
- * - `POST /jobs/claim` `{ "limit"?: 1..50 }` (default 1) → 200 `{ jobs: [job + edition +
- *   claim_token] }`, after the stale sweep.
+ * - `POST /jobs/claim` `{ "limit"?: 1..50, "claim_key"?: uuid }` (default 1) → 200 `{ jobs: [job
+ *   + edition + claim_token] }`, after the stale sweep; a repeated `claim_key` returns the jobs it
+ *   claimed that are still `Running`, same tokens (docs/claim-keys.md).
+ * - `POST /jobs/give-back` `{ "jobs": [{ id, claim_token }, …] }` (1..50) → 200 `{ jobs: [{ id,
+ *   outcome, status }] }`: each fenced on its token, as the one-job give-back (the poller's stop).
  * - `POST /jobs/crew` `{ "edition_id": "12" }` → 201 the job, already `Running`, with its
  *   `claim_token` and edition.
  * - `POST /jobs/:id/complete` `{ claim_token, result: { meta_title, meta_description,
@@ -14,6 +17,11 @@
  *   `{ claim_token }` → 200 the job (again for a repeat with the same token); 409 when the token no
  *   longer matches; 404.
  * - `POST /jobs/:id/retry` → 200 the job, `Queued`; 409 unless `Failed`; 404.
+ * - `POST /jobs/retry` `{ "status": "Failed", "q"?, "dry_run"? }` → 200 the bulk retry's outcome.
+ * - `POST /jobs/:id/cancel` → 200 a `Queued` job, now `Failed` (cancelled by admin); 409 for a
+ *   `Running` or finished job; 404.
+ * - `GET /jobs` also takes `q` (the edition's id or title) and `cursor` (the `next_cursor`).
+ * - `POST /jobs/claim` claims nothing while the queue is paused (lib/control.ts).
  * - `POST /editions/:id/revert` → 200 the edition's restored SEO fields; 409 when there is nothing
  *   to revert; 404 unknown edition.
  *
@@ -24,6 +32,7 @@ import { describeRoute, zValidator } from "../../lib/http/openapi.ts";
 import { z } from "zod";
 import * as queue from "./mod.ts";
 import {
+  claimKey,
   claimToken,
   count,
   hostRouter,
@@ -36,6 +45,15 @@ import {
   settleResponse,
   storableText,
 } from "../../lib/http/claim_routes.ts";
+import {
+  BULK_RETRY_RESPONSES,
+  bulkRetryAnswer,
+  bulkRetryBody,
+  CANCEL_RESPONSES,
+  cancelAnswer,
+  decodeCursor,
+  listAnswer,
+} from "../../lib/http/list.ts";
 
 const STATUSES = ["Queued", "Running", "Completed", "Failed"] as const;
 
@@ -53,7 +71,10 @@ function settleDoc(summary: string) {
 }
 
 const editionBody = z.strictObject({ edition_id: id });
-const claimBody = z.strictObject({ limit: count(queue.MAX_CLAIM).default(1) });
+const claimBody = z.strictObject({
+  limit: count(queue.MAX_CLAIM).default(1),
+  claim_key: claimKey.optional(),
+});
 /** What an SEO command must produce (and the complete route stores and applies). */
 export const seoFields = z.strictObject({
   meta_title: storableText(1, 300),
@@ -63,6 +84,10 @@ export const seoFields = z.strictObject({
 const completeBody = z.strictObject({ claim_token: claimToken, result: seoFields });
 const failBody = z.strictObject({ claim_token: claimToken, error: storableText(1, 8000) });
 const giveBackBody = z.strictObject({ claim_token: claimToken });
+const giveBackManyBody = z.strictObject({
+  jobs: z.array(z.strictObject({ id, claim_token: claimToken })).min(1).max(queue.MAX_CLAIM)
+    .refine((jobs) => new Set(jobs.map((j) => j.id)).size === jobs.length, "ids must be unique"),
+});
 
 /**
  * Build the SEO backfill routes.
@@ -86,14 +111,55 @@ export function seoRoutes(ctx: queue.SeoContext): Hono {
 
   const listDoc = describeRoute({
     summary: "A page of SEO jobs, newest first",
-    responses: { 200: "`{ jobs, next }`: `next` is the `before` of the next page (null: last)" },
+    responses: {
+      200: "`{ jobs, next_cursor, next }`: `next_cursor` is the `cursor` of the next page, " +
+        "`next` its `before` (both null on the last page)",
+    },
   });
   app.get("/jobs", listDoc, zValidator("query", listQuery(STATUSES), invalid), async (c) => {
-    return c.json(await queue.list(ctx.sql, c.req.valid("query")));
+    const { cursor, before, limit, ...filter } = c.req.valid("query");
+    const beforeId = (cursor ? decodeCursor(cursor) : null) ?? before;
+    const page = listAnswer(
+      await queue.list(ctx.sql, { ...filter, beforeId, limit: limit + 1 }),
+      limit,
+    );
+    // `next`: the `before` of the next page, as this list first answered.
+    const next = page.next_cursor ? page.jobs[page.jobs.length - 1].id : null;
+    return c.json({ ...page, next });
+  });
+
+  const bulkDoc = describeRoute({
+    summary: "Bulk admin retry: every Failed job matching the filter → Queued (at most 10,000)",
+    responses: BULK_RETRY_RESPONSES,
+  });
+  app.post(
+    "/jobs/retry",
+    bulkDoc,
+    requireJson,
+    zValidator("json", bulkRetryBody, invalid),
+    async (c) => {
+      const { dry_run, ...filter } = c.req.valid("json");
+      const outcome = await queue.bulkRetry(ctx, filter, dry_run);
+      if (!dry_run) {
+        ctx.log.info({ queue: queue.name, ...filter, retried: outcome.retried }, "bulk retry");
+      }
+      return bulkRetryAnswer(c, outcome, dry_run);
+    },
+  );
+
+  const cancelDoc = describeRoute({
+    summary:
+      "Admin cancel: a Queued job → Failed; a Running one is refused (its step may have acted)",
+    responses: CANCEL_RESPONSES,
+  });
+  app.post("/jobs/:id{[0-9]+}/cancel", cancelDoc, byId, async (c) => {
+    const jobId = c.req.valid("param").id;
+    return cancelAnswer(c, await queue.cancel(ctx, jobId), "job", jobId);
   });
 
   const claimDoc = describeRoute({
-    summary: "Sweep stale Running jobs, then claim up to `limit` Queued jobs, oldest first",
+    summary: "Sweep stale Running jobs, then claim up to `limit` Queued jobs, oldest first; a " +
+      "repeated claim_key returns the jobs it claimed, same tokens",
     responses: { 200: "`{ jobs: [job + edition + claim_token] }` ([] when none)" },
     optionalBody: true,
   });
@@ -103,7 +169,33 @@ export function seoRoutes(ctx: queue.SeoContext): Hono {
     optionalJson,
     zValidator("json", claimBody, invalid),
     async (c) => {
-      return c.json({ jobs: await queue.claim(ctx, c.req.valid("json").limit) });
+      const body = c.req.valid("json");
+      return c.json({ jobs: await queue.claim(ctx, body.limit, body.claim_key) });
+    },
+  );
+
+  const giveBackManyDoc = describeRoute({
+    summary: "Give several claimed jobs back in one request (each fenced on its token)",
+    responses: {
+      200: "`{ jobs: [{ id, outcome, status }] }`: outcome settled, repeated, lost or absent",
+      415: "Content-Type is not application/json",
+    },
+  });
+  app.post(
+    "/jobs/give-back",
+    giveBackManyDoc,
+    requireJson,
+    zValidator("json", giveBackManyBody, invalid),
+    async (c) => {
+      const jobs = c.req.valid("json").jobs.map((j) => ({ id: j.id, token: j.claim_token }));
+      const outcomes = await queue.giveBackMany(ctx, jobs);
+      return c.json({
+        jobs: outcomes.map((o) => ({
+          id: o.id,
+          outcome: o.outcome,
+          status: o.outcome === "absent" ? null : o.job.status,
+        })),
+      });
     },
   );
 

@@ -10,11 +10,11 @@ import * as seo from "./mod.ts";
 import { seoRoutes } from "./routes.ts";
 import { seoView } from "./view.ts";
 
-export default defineQueue({
+export const queue = defineQueue({
   name: seo.name,
   view: seoView,
   settings: (env) => parseQueueSettings(env, seo.defaults),
-  setup: ({ base }, queue) => ({
-    routes: { "/seo": seoRoutes({ ...base, staleAfterMs: queue.staleAfterMs }) },
+  setup: ({ base }, common) => ({
+    routes: { "/seo": seoRoutes({ ...base, staleAfterMs: common.staleAfterMs }) },
   }),
 });

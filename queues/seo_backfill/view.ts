@@ -8,28 +8,11 @@
 import type { Sql } from "../../lib/db.ts";
 import {
   type JobDetail,
-  type JobPage,
-  type JobSummary,
   type QueueView,
   retryOutcome,
   type Throughput,
 } from "../../lib/admin/queue_view.ts";
-import { getJob, name, retry, stats } from "./mod.ts";
-
-// Newest first, keyset-paged on the primary key (no OFFSET); bounded by `limit`.
-async function listJobs(sql: Sql, page: JobPage): Promise<JobSummary[]> {
-  return await sql<JobSummary[]>`
-    select j.id, j.status, j.attempt_count,
-           'edition ' || j.edition_id || coalesce(': ' || e.title, '')
-             || coalesce(' (' || j.claimed_via || ')', '') as subject,
-           j.error, j.created_at, j.updated_at
-    from seo_backfill_jobs j left join editions e on e.id = j.edition_id
-    where true
-      ${page.status ? sql`and j.status = ${page.status}` : sql``}
-      ${page.beforeId ? sql`and j.id < ${page.beforeId}` : sql``}
-    order by j.id desc
-    limit ${page.limit}`;
-}
+import { bulkRetry, cancel, getJob, list, name, retry, stats } from "./mod.ts";
 
 // finished_at is written by complete, fail and the stale sweep.
 async function throughput(sql: Sql, seconds: number): Promise<Throughput> {
@@ -61,7 +44,9 @@ export const seoView: QueueView = {
   statuses: ["Queued", "Running", "Completed", "Failed"],
   stats,
   throughput,
-  listJobs,
+  listJobs: list,
+  cancel: (ctx, id) => cancel(ctx, id),
+  bulkRetry,
   // The queue's own read: every column but the claim token.
   getJob: async (sql, id) => await getJob(sql, id) as Record<string, unknown> | null,
   retry: async (ctx, id) => retryOutcome((await retry(ctx, id)).outcome === "retried"),

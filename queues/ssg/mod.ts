@@ -3,7 +3,7 @@
  * process's one ssg consumer (lib/consumer.ts, the "ssg-worker" of ADR-022), fed by
  * `POST /internal/ssg/rebuild-all` and by every publish or unpublish ({@linkcode publishEdition}).
  * Only `Full` jobs (ADR-022 row 4, as shipped 2026-10-08; ADR-023 removed per-edit jobs). No
- * periodic or automatic trigger exists (#992: rebuilds are manual or follow a publish).
+ * periodic or automatic trigger exists (ADR-022: rebuilds are manual or follow a publish).
  *
  * Transitions:
  * - (none) → Queued: {@linkcode enqueue} (rebuild-all, {@linkcode publishEdition}). At most one
@@ -13,11 +13,18 @@
  *   scalar-sub-select claim.
  * - Running → Completed: {@linkcode run}, fenced, in the transaction that switches the live site.
  * - Running → Failed: {@linkcode run} when the render fails or exceeds `SSG_TIMEOUT_MS` (a hung
- *   render ends Failed, ADR-022 #757); {@linkcode recover} for any `Running` row.
+ *   render ends Failed, ADR-022), or when a published edition's assets are not written
+ *   ({@linkcode MISSING_ASSETS}: the previous build stays live, the editions are named; the asset
+ *   write that completes the last of them queues the rebuild, queues/ingestion/_assets.ts);
+ *   {@linkcode recover} for any `Running` row.
  * - Running → Queued: {@linkcode giveBack} on shutdown (attempt not counted, no error text); a
  *   follow-up already `Queued` is coalesced into the given-back job (deleted: the given-back job
  *   re-runs after the follow-up's write and renders it).
- * - Failed → Queued: {@linkcode retry}, the admin retry (attempts reset, error cleared).
+ * - Failed → Queued: {@linkcode retry}, the admin retry (attempts reset, error cleared);
+ *   {@linkcode bulkRetry} retries the newest matching `Failed` job only (one Full rebuild renders
+ *   everything), and none while one is `Queued`.
+ * - Queued → Failed: {@linkcode cancel}, the admin cancel; a `Running` render is stopped first and
+ *   settled by {@linkcode cancelRun} (fenced; the live site is left as it was).
  *
  * Recovery runs before every claim, not only at startup (ADR-022, "shipped 2026-10-08"): the
  * consumer is sequential and calls {@linkcode recover} on every wake before it claims, so any
@@ -32,15 +39,24 @@
 import type { QueueDefaults } from "../../lib/config.ts";
 import { type Fragment, type Sql, transaction, type TxSql } from "../../lib/db.ts";
 import {
+  BULK_RETRY_MAX,
+  bulkOutcome,
+  type BulkRetryOutcome,
+  CANCELLED,
+  type CancelOutcome,
   type ClaimedJob,
+  containing,
   isRunTimeout,
+  type JobFilter,
+  type JobListPage,
   type QueueContext,
   type QueueStats,
 } from "../../lib/queue.ts";
+import { cancelJob } from "../../lib/control.ts";
 // The renderer (htmlparser2, dom-serializer, Hono's JSX: about 6 MB) is loaded by the first
-// render, not at startup (issue 11, memory).
+// render, not at startup.
 import { buildsDir, finishBuild, pruneBuilds, startBuild, switchLive } from "../../site/builds.ts";
-import { siteSource } from "./site.ts";
+import { siteSource } from "./_site.ts";
 import { jobError } from "../../lib/job_error.ts";
 
 /** Queue name used in logs, events and the lock key. */
@@ -48,9 +64,9 @@ export const name = "ssg";
 /** The queue table; NOTIFY channel `<schema>.ssg_rebuild_jobs`. */
 export const table = "ssg_rebuild_jobs";
 /**
- * Settings: `SSG_TIMEOUT_MS` (default 10 min: then the render is `Failed`, ADR-022 #757). No stale
+ * Settings: `SSG_TIMEOUT_MS` (default 10 min: then the render is `Failed`, ADR-022). No stale
  * rule, so no `SSG_STALE_AFTER_MS`: every `Running` row is dead before a claim, at any age; a set
- * value stops startup (review5).
+ * value stops startup.
  */
 export const defaults: QueueDefaults<null> = {
   envPrefix: "SSG",
@@ -61,6 +77,12 @@ export const defaults: QueueDefaults<null> = {
       "claim, at any age; SSG_TIMEOUT_MS bounds a render)",
   },
 };
+/**
+ * How a rebuild refused for missing assets begins its error; the rest names the editions. The
+ * build never goes live: the site keeps its previous build.
+ */
+export const MISSING_ASSETS = "Cannot rebuild the site from incomplete inputs: ";
+
 /** The error {@linkcode recover} writes (ADR-022, "shipped 2026-10-08"). */
 export const INTERRUPTED = "interrupted (not owned by the running ssg-worker)";
 
@@ -97,6 +119,14 @@ export interface SsgJobRow {
   finished_at: Date | null;
   created_at: Date;
   updated_at: Date;
+  /** Every attempt that ended, oldest first (the last 20; sql/010_operations.sql). */
+  attempts: unknown[];
+}
+
+/** A job as the list route shows it. */
+export interface SsgListRow extends SsgJobRow {
+  /** `Full rebuild`. */
+  subject: string;
 }
 
 /** Thrown inside the completing transaction when its fence matched no row: the claim was lost. */
@@ -214,6 +244,101 @@ export async function retry(ctx: QueueContext, id: string): Promise<SsgJobRow | 
   return row ?? null;
 }
 
+// The filter of the list and the bulk retry: a status, and `q` in the subject or the error.
+function filtered(sql: Sql, filter: JobFilter) {
+  return sql`
+    ${filter.status ? sql`and status = ${filter.status}` : sql``}
+    ${
+    filter.q
+      ? sql`and (kind || ' rebuild' ilike ${containing(filter.q)}
+          or error ilike ${containing(filter.q)})`
+      : sql``
+  }`;
+}
+
+/** A page of jobs, newest first, keyset-paged on the primary key (no OFFSET, no count). */
+export async function list(sql: Sql, page: JobListPage): Promise<SsgListRow[]> {
+  return await sql<SsgListRow[]>`
+    select *, kind || ' rebuild' as subject
+    from ssg_rebuild_jobs
+    where true ${filtered(sql, page)}
+      ${page.beforeId ? sql`and id < ${page.beforeId}` : sql``}
+    order by id desc
+    limit ${page.limit}`;
+}
+
+/**
+ * The admin cancel: a `Queued` rebuild → `Failed` with {@linkcode CANCELLED}; a `Running` one's
+ * render is asked to stop and settled by {@linkcode cancelRun}. A retry brings it back.
+ */
+export async function cancel(
+  ctx: QueueContext,
+  id: string,
+  requestCancel: (queue: string, id: string) => Promise<void>,
+): Promise<CancelOutcome<SsgJobRow>> {
+  return await cancelJob({
+    cancelRunnable: async () => {
+      const [row] = await ctx.sql<SsgJobRow[]>`
+        update ssg_rebuild_jobs
+        set status = 'Failed', error = ${CANCELLED}, finished_at = now(), updated_at = now()
+        where id = ${id} and status = 'Queued'
+        returning *`;
+      if (row) {
+        ctx.events.publish({
+          queue: name,
+          id,
+          transition: "cancelled",
+          status: "Failed",
+          attempt: row.attempt_count,
+          error: CANCELLED,
+        });
+      }
+      return row ?? null;
+    },
+    read: () => getJob(ctx, id),
+    running: "Running",
+    requestCancel: () => requestCancel(name, id),
+  });
+}
+
+/**
+ * The bulk admin retry under this queue's rule: at most one `Queued` Full rebuild exists, and it
+ * renders everything, so only the newest matching `Failed` job is re-queued, and none while one
+ * is `Queued`; the others stay `Failed` (`skipped`). One statement.
+ *
+ * @param dryRun count only: nothing changes.
+ */
+export async function bulkRetry(
+  ctx: QueueContext,
+  filter: JobFilter,
+  dryRun: boolean,
+): Promise<BulkRetryOutcome> {
+  const only = filtered(ctx.sql, { ...filter, status: "Failed" });
+  const [row] = await ctx.sql<{ matched: number; ids: string[] }[]>`
+    with matched as (
+      select count(*)::int as n from (
+        select from ssg_rebuild_jobs where true ${only} limit ${BULK_RETRY_MAX + 1}) m
+    ), retried as (
+      update ssg_rebuild_jobs
+      set status = 'Queued', attempt_count = 0, error = null, claimed_by = null,
+          started_at = null, finished_at = null, updated_at = now()
+      where id = (
+        select id from ssg_rebuild_jobs
+        where ${!dryRun} ${only}
+          and not exists (select from ssg_rebuild_jobs where kind = 'Full' and status = 'Queued')
+        order by id desc
+        limit 1
+        for update skip locked)
+      returning id
+    )
+    select (select n from matched) as matched,
+           coalesce((select array_agg(id::text) from retried), '{}') as ids`;
+  for (const id of row.ids) {
+    ctx.events.publish({ queue: name, id, transition: "retried", status: "Queued", attempt: 0 });
+  }
+  return bulkOutcome(row.matched, row.ids, dryRun);
+}
+
 /**
  * Jobs by status and the age of the oldest `Queued` one, for metrics and the dashboard.
  *
@@ -277,7 +402,7 @@ export async function recoverOrphans(ctx: SsgContext, _signal: AbortSignal): Pro
 /**
  * Claim the oldest `Queued` job, in the ADR's shape: one UPDATE whose scalar sub-select takes the
  * row with SKIP LOCKED, so the claim and its counted attempt commit together and exactly one row
- * is taken (STYLE.md §3), plus the `claimed_by` fence every queue has.
+ * is taken (docs/development.md), plus the `claimed_by` fence every queue has.
  *
  * @param lockHeld the queue lock's claim fence (lib/lock.ts): without the lock, nothing is claimed.
  *   Omitted only by tests that call the verb directly.
@@ -296,7 +421,7 @@ export async function claim(ctx: SsgContext, lockHeld?: Fragment): Promise<SsgJo
       for update skip locked
     )
     returning id, attempt_count, claimed_by, (
-      -- The wake latency (issue 12): a subquery in RETURNING reads the statement's snapshot, so it
+      -- The wake latency: a subquery in RETURNING reads the statement's snapshot, so it
       -- sees the row as it was before this claim: runnable since its last write (insert,
       -- give-back, retry).
       select extract(epoch from now() - o.updated_at)::float8
@@ -369,6 +494,16 @@ export async function giveBack(ctx: SsgContext, job: SsgJob): Promise<boolean> {
 }
 
 /**
+ * Settle a render an admin cancelled, once it has stopped (its unfinished build removed, the live
+ * site untouched): `Failed` with {@linkcode CANCELLED}. Fenced on the claim.
+ *
+ * @returns false when the fence matched no row.
+ */
+export async function cancelRun(ctx: SsgContext, job: SsgJob): Promise<boolean> {
+  return await fail(ctx, job, CANCELLED, "cancelled");
+}
+
+/**
  * Rebuild the site: render every published edition into a fresh build, then — in one fenced
  * transaction — mark the job `Completed` and switch the live site to the build (site/builds.ts);
  * keep the previous build, prune older ones. A failed render is `Failed` with the reason.
@@ -408,9 +543,19 @@ export async function run(ctx: SsgContext, job: SsgJob, signal: AbortSignal): Pr
     }
     if (signal.aborted) {
       if (!isRunTimeout(signal.reason)) throw signal.reason;
-      return await fail(ctx, job, `Render exceeded SSG_TIMEOUT_MS: ${signal.reason.message}`);
+      await fail(ctx, job, `Render exceeded SSG_TIMEOUT_MS: ${signal.reason.message}`);
+      return;
     }
-    return await fail(ctx, job, `Cannot rebuild the site: ${(err as Error)?.message ?? err}`);
+    if ((err as Error)?.name === "MissingAssetsError") {
+      await fail(
+        ctx,
+        job,
+        `${MISSING_ASSETS}${(err as Error).message}; the live site keeps its previous build, ` +
+          "and completing those assets (the ingestion's asset write or repair) queues a rebuild",
+      );
+      return;
+    }
+    await fail(ctx, job, `Cannot rebuild the site: ${(err as Error)?.message ?? err}`);
   }
 }
 
@@ -441,7 +586,12 @@ async function complete(ctx: SsgContext, job: SsgJob, build: string): Promise<st
   });
 }
 
-async function fail(ctx: SsgContext, job: SsgJob, why: string): Promise<void> {
+async function fail(
+  ctx: SsgContext,
+  job: SsgJob,
+  why: string,
+  transition: "failed" | "cancelled" = "failed",
+): Promise<boolean> {
   const reason = jobError(why, ctx.storageDir);
   const rows = await ctx.sql`
     update ssg_rebuild_jobs
@@ -454,15 +604,16 @@ async function fail(ctx: SsgContext, job: SsgJob, why: string): Promise<void> {
       { queue: name, id: job.id, transition: "failed" },
       "settling write matched no row: the claim was lost",
     );
-    return;
+    return false;
   }
   ctx.log.warn({ queue: name, id: job.id, reason }, "job failed");
   ctx.events.publish({
     queue: name,
     id: job.id,
-    transition: "failed",
+    transition,
     status: "Failed",
     attempt: job.attempt_count,
     error: reason,
   });
+  return true;
 }

@@ -8,6 +8,10 @@
  * - `GET /jobs/:id` → 200 the job, 404 when unknown.
  * - `POST /jobs/:id/retry` → 200 the job, now `Queued` (admin retry: `Failed` only); 409 for any
  *   other status or while another Full job is `Queued`, changing nothing; 404 when unknown.
+ * - `GET /jobs?status=&q=&limit=&cursor=` → 200 `{ jobs, next_cursor }`, newest first.
+ * - `POST /jobs/:id/cancel` → the admin cancel (lib/http/list.ts `cancelAnswer`).
+ * - `POST /jobs/retry` `{ "status": "Failed", "q"?, "dry_run"? }` → 200 the bulk retry's outcome
+ *   (the newest matching job only: one Full rebuild renders everything).
  *
  * Under `/internal/editions` ({@linkcode editionRoutes}):
  * - `POST /:id/publish`, `POST /:id/unpublish` → 200 `{ edition: { id, published_at }, rebuild }`
@@ -21,25 +25,93 @@ import { describeRoute, zValidator } from "../../lib/http/openapi.ts";
 import { z } from "zod";
 import { transaction } from "../../lib/db.ts";
 import type { QueueContext } from "../../lib/queue.ts";
-import { getJob, publishEdition, requestRebuild, retry } from "./mod.ts";
+import { bulkRetry, cancel, getJob, list, publishEdition, requestRebuild, retry } from "./mod.ts";
+import type { QueueControl } from "../../lib/control.ts";
+import {
+  BULK_RETRY_RESPONSES,
+  bulkRetryAnswer,
+  bulkRetryBody,
+  CANCEL_RESPONSES,
+  cancelAnswer,
+  decodeCursor,
+  LIST_RESPONSES,
+  listAnswer,
+  listQuery,
+} from "../../lib/http/list.ts";
 import { idString } from "../../lib/http/ids.ts";
 
 const id = idString;
 const params = z.object({ id });
 
-// Bad input is a 4xx JSON error that names the field (STYLE.md §7), never zod's raw dump.
+// Bad input is a 4xx JSON error that names the field (docs/development.md), never zod's raw dump.
 function invalid(result: { success: boolean }): Response | undefined {
   if (result.success) return undefined;
   return Response.json({ error: "Invalid id: expected a positive integer id" }, { status: 400 });
 }
 
+// The same for a query or a body: the error names the field.
+function invalidField(result: {
+  success: boolean;
+  error?: { issues: ReadonlyArray<{ path: ReadonlyArray<PropertyKey>; message: string }> };
+}): Response | undefined {
+  if (result.success || !result.error) return undefined;
+  const issue = result.error.issues[0];
+  const where = issue.path.length > 0 ? issue.path.map(String).join(".") : "body";
+  return Response.json({ error: `Invalid ${where}: ${issue.message}` }, { status: 400 });
+}
+
 /**
  * Build the rebuild routes.
  *
+ * @param control where a cancel of a running render is sent (lib/control.ts).
  * @returns a Hono router to mount under `/internal/ssg`.
  */
-export function ssgRoutes(ctx: QueueContext): Hono {
+export function ssgRoutes(ctx: QueueContext, control: Pick<QueueControl, "requestCancel">): Hono {
   const app = new Hono();
+
+  const query = listQuery(["Queued", "Running", "Completed", "Failed"]);
+  app.get(
+    "/jobs",
+    describeRoute({ summary: "List site rebuild jobs, newest first", responses: LIST_RESPONSES }),
+    zValidator("query", query, invalidField),
+    async (c) => {
+      const { cursor, limit, ...filter } = c.req.valid("query");
+      const beforeId = cursor ? decodeCursor(cursor) ?? undefined : undefined;
+      const rows = await list(ctx.sql, { ...filter, beforeId, limit: limit + 1 });
+      return c.json(listAnswer(rows, limit));
+    },
+  );
+
+  app.post(
+    "/jobs/retry",
+    describeRoute({
+      summary: "Bulk admin retry: the newest matching Failed rebuild → Queued (one renders all)",
+      responses: BULK_RETRY_RESPONSES,
+    }),
+    zValidator("json", bulkRetryBody, invalidField),
+    async (c) => {
+      const { dry_run, ...filter } = c.req.valid("json");
+      const outcome = await bulkRetry(ctx, filter, dry_run);
+      if (!dry_run) {
+        ctx.log.info({ queue: "ssg", ...filter, retried: outcome.retried }, "bulk retry");
+      }
+      return bulkRetryAnswer(c, outcome, dry_run);
+    },
+  );
+
+  app.post(
+    "/jobs/:id/cancel",
+    describeRoute({
+      summary: "Admin cancel: a Queued rebuild → Failed; a Running render is stopped, then Failed",
+      responses: CANCEL_RESPONSES,
+    }),
+    zValidator("param", params, invalid),
+    async (c) => {
+      const jobId = c.req.valid("param").id;
+      const outcome = await cancel(ctx, jobId, (q, i) => control.requestCancel(q, i));
+      return cancelAnswer(c, outcome, "ssg job", jobId);
+    },
+  );
 
   const rebuildDoc = describeRoute({
     summary: "Ask for a Full site rebuild (the one in flight, or a new Queued one)",

@@ -10,11 +10,11 @@ import * as ssg from "./mod.ts";
 import { editionRoutes, ssgRoutes } from "./routes.ts";
 import { ssgView } from "./view.ts";
 
-export default defineQueue({
+export const queue = defineQueue({
   name: ssg.name,
   view: ssgView,
   settings: (env) => parseQueueSettings(env, ssg.defaults),
-  setup({ base, config }, queue) {
+  setup({ base, config, control }, common) {
     const ctx: ssg.SsgContext = {
       ...base,
       storageDir: config.storageDir,
@@ -22,8 +22,8 @@ export default defineQueue({
       siteUrl: config.siteUrl,
     };
     return {
-      consume: consumed(ssg, ctx, queue.timeoutMs),
-      routes: { "/ssg": ssgRoutes(ctx), "/editions": editionRoutes(ctx) },
+      consume: consumed(ssg, ctx, common.timeoutMs),
+      routes: { "/ssg": ssgRoutes(ctx, control), "/editions": editionRoutes(ctx) },
     };
   },
 });

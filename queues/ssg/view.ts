@@ -6,20 +6,8 @@
  * @module
  */
 import type { Sql } from "../../lib/db.ts";
-import type { JobPage, JobSummary, QueueView, Throughput } from "../../lib/admin/queue_view.ts";
-import { getJob, name, retry, stats } from "./mod.ts";
-
-// Newest first, keyset-paged on the primary key (no OFFSET); bounded by `limit`.
-async function listJobs(sql: Sql, page: JobPage): Promise<JobSummary[]> {
-  return await sql<JobSummary[]>`
-    select id, status, attempt_count, kind || ' rebuild' as subject, error, created_at, updated_at
-    from ssg_rebuild_jobs
-    where true
-      ${page.status ? sql`and status = ${page.status}` : sql``}
-      ${page.beforeId ? sql`and id < ${page.beforeId}` : sql``}
-    order by id desc
-    limit ${page.limit}`;
-}
+import type { QueueView, Throughput } from "../../lib/admin/queue_view.ts";
+import { bulkRetry, cancel, getJob, list, name, retry, stats } from "./mod.ts";
 
 // finished_at is written by the settles to Completed and Failed (and recover's Failed).
 async function throughput(sql: Sql, seconds: number): Promise<Throughput> {
@@ -38,7 +26,9 @@ export const ssgView: QueueView = {
   statuses: ["Queued", "Running", "Completed", "Failed"],
   stats,
   throughput,
-  listJobs,
+  listJobs: list,
+  cancel: (ctx, id, control) => cancel(ctx, id, (q, i) => control.requestCancel(q, i)),
+  bulkRetry,
   getJob: async (sql, id) => {
     const [row] = await sql<Record<string, unknown>[]>`
       select * from ssg_rebuild_jobs where id = ${id}`;

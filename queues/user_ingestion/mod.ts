@@ -15,7 +15,11 @@
  *   {@linkcode run}); a permanent fault that is not the file's either.
  * - Processing → Queued: {@linkcode run} for a transient fault under the cap (after a delay);
  *   {@linkcode giveBack} on shutdown (attempt not counted, no error, the book stays Processing).
- * - Failed → Queued / Failed → Processing: {@linkcode retry}, the admin retry.
+ * - Failed → Queued / Failed → Processing: {@linkcode retry}, the admin retry;
+ *   {@linkcode bulkRetry} for every `Failed` job matching a filter, in one statement.
+ * - Queued → Failed / Processing → Failed with {@linkcode CANCELLED_MESSAGE}: {@linkcode cancel},
+ *   the admin cancel; a `Processing` job's run is stopped first and settled by
+ *   {@linkcode cancelRun} (fenced).
  *
  * Stale rule: a `Processing` row claimed more than `staleAfterMs` ago (default 2 min) is taken
  * again by the claim while `attempt_count` < {@linkcode MAX_ATTEMPTS}; {@linkcode recover}, run on
@@ -29,8 +33,16 @@ import type { QueueDefaults } from "../../lib/config.ts";
 import { type Fragment, type Sql, transaction, type TxSql } from "../../lib/db.ts";
 import type { JobEvent } from "../../lib/events.ts";
 import {
+  BULK_RETRY_MAX,
+  bulkOutcome,
+  type BulkRetryOutcome,
+  CANCELLED,
+  type CancelOutcome,
   type ClaimedJob,
+  containing,
   isRunTimeout,
+  type JobFilter,
+  type JobListPage,
   type OrphanScope,
   type QueueContext,
   type QueueStats,
@@ -39,6 +51,7 @@ import {
 import { extractBook, type ExtractedBook, UnreadableBookError } from "../../books/extract.ts";
 import { resolveSourceFile } from "../../books/source_path.ts";
 import { jobError } from "../../lib/job_error.ts";
+import { cancelJob } from "../../lib/control.ts";
 
 /** Queue name used in logs, events and the lock key. */
 export const name = "user_ingestion";
@@ -57,12 +70,15 @@ export const defaults: QueueDefaults = {
 export const MAX_ATTEMPTS = 3;
 /** Delay before a transient failure is retried, in ms, per attempt already made. */
 export const RETRY_DELAY_MS = 5000;
-/** The reader's message for a file that cannot be read as a book (issue 7, exactly). */
+/** The reader's message for a file that cannot be read as a book. */
 export const PARSE_FAILED_MESSAGE =
   "Could not read this file. It may be corrupted or password-protected.";
-/** The reader's message when attempts ran out for a reason that is not the file's (issue 7). */
+/** The reader's message when attempts ran out for a reason that is not the file's. */
 export const INTERRUPTED_MESSAGE =
   "We could not finish processing this file. Please try again later.";
+
+/** The reader's message for a book whose processing an admin cancelled. */
+export const CANCELLED_MESSAGE = "Processing of this file was cancelled.";
 
 /** Statuses of `user_ingestion_jobs.status`. */
 export type UserIngestionStatus = "Queued" | "Processing" | "Completed" | "Failed";
@@ -98,6 +114,15 @@ export interface UserIngestionJobRow {
   created_at: Date;
   updated_at: Date;
   finished_at: Date | null;
+  /** Every attempt that ended, oldest first (the last 20; sql/010_operations.sql). */
+  attempts: unknown[];
+}
+
+/** A job as the list route shows it: the row, its book's title and status, its subject. */
+export interface UserIngestionListRow extends UserIngestionJobRow {
+  title: string | null;
+  book_status: UserBookStatus;
+  subject: string;
 }
 
 /** A user book as the API shows it (the enrichment columns are shown apart). */
@@ -195,6 +220,119 @@ export async function retry(ctx: QueueContext, id: string): Promise<UserIngestio
     ctx.events.publish({ queue: name, id, transition: "retried", status: "Queued", attempt: 0 });
   }
   return row ?? null;
+}
+
+// The filter of the list and the bulk retry: a status, and `q` in the source path, the book's id
+// or its title.
+function filtered(sql: Sql, filter: JobFilter) {
+  const q = filter.q;
+  return sql`
+    ${filter.status ? sql`and j.status = ${filter.status}` : sql``}
+    ${
+    q
+      ? sql`and (j.source_path ilike ${containing(q)} or j.user_book_id::text = ${q}
+          or b.title ilike ${containing(q)})`
+      : sql``
+  }`;
+}
+
+/**
+ * A page of jobs, newest first, keyset-paged on the job's id (no OFFSET, no count), each with
+ * its book's title and status.
+ */
+export async function list(sql: Sql, page: JobListPage): Promise<UserIngestionListRow[]> {
+  return await sql<UserIngestionListRow[]>`
+    select j.*, b.title, b.status as book_status,
+           'book ' || j.user_book_id || coalesce(' ' || b.title, '') || ': ' || j.source_path
+             as subject
+    from user_ingestion_jobs j join user_books b on b.id = j.user_book_id
+    where true ${filtered(sql, page)}
+      ${page.beforeId ? sql`and j.id < ${page.beforeId}` : sql``}
+    order by j.id desc
+    limit ${page.limit}`;
+}
+
+/**
+ * The admin cancel of a job: `Queued` → `Failed` with {@linkcode CANCELLED} and its book `Failed`
+ * with {@linkcode CANCELLED_MESSAGE}, in one statement; a `Processing` job's run is asked to stop
+ * and settled by {@linkcode cancelRun}. A retry brings both back.
+ */
+export async function cancel(
+  ctx: QueueContext,
+  id: string,
+  requestCancel: (queue: string, id: string) => Promise<void>,
+): Promise<CancelOutcome<UserIngestionJobRow>> {
+  return await cancelJob({
+    cancelRunnable: async () => {
+      const [row] = await ctx.sql<UserIngestionJobRow[]>`
+        with job as (
+          update user_ingestion_jobs
+          set status = 'Failed', error = ${CANCELLED}, finished_at = now(), updated_at = now()
+          where id = ${id} and status = 'Queued'
+          returning *
+        ), book as (
+          update user_books set status = 'Failed', error = ${CANCELLED_MESSAGE}, updated_at = now()
+          where id = (select user_book_id from job) and status = 'Processing'
+        )
+        select * from job`;
+      if (row) {
+        ctx.events.publish({
+          queue: name,
+          id,
+          transition: "cancelled",
+          status: "Failed",
+          attempt: row.attempt_count,
+          error: CANCELLED,
+        });
+      }
+      return row ?? null;
+    },
+    read: () => getJob(ctx, id),
+    running: "Processing",
+    requestCancel: () => requestCancel(name, id),
+  });
+}
+
+/**
+ * The bulk admin retry: every `Failed` job matching `filter` (newest first, at most
+ * {@linkcode BULK_RETRY_MAX}) → `Queued` with its book back to `Processing`, {@linkcode retry}'s
+ * rule, in one statement that also counts the matching jobs.
+ *
+ * @param dryRun count only: nothing changes.
+ */
+export async function bulkRetry(
+  ctx: QueueContext,
+  filter: JobFilter,
+  dryRun: boolean,
+): Promise<BulkRetryOutcome> {
+  const only = filtered(ctx.sql, { ...filter, status: "Failed" });
+  const [row] = await ctx.sql<{ matched: number; ids: string[] }[]>`
+    with matched as (
+      select count(*)::int as n from (
+        select from user_ingestion_jobs j join user_books b on b.id = j.user_book_id
+        where true ${only} limit ${BULK_RETRY_MAX + 1}) m
+    ), picked as (
+      select j.id from user_ingestion_jobs j join user_books b on b.id = j.user_book_id
+      where ${!dryRun} ${only}
+      order by j.id desc
+      limit ${BULK_RETRY_MAX}
+      for update of j skip locked
+    ), retried as (
+      update user_ingestion_jobs j
+      set status = 'Queued', attempt_count = 0, error = null, claimed_by = null, claimed_at = null,
+          run_after = now(), finished_at = null, updated_at = now()
+      from picked where j.id = picked.id and j.status = 'Failed'
+      returning j.id, j.user_book_id
+    ), books as (
+      update user_books set status = 'Processing', error = null, updated_at = now()
+      where id in (select user_book_id from retried) and status = 'Failed'
+    )
+    select (select n from matched) as matched,
+           coalesce((select array_agg(id::text) from retried), '{}') as ids`;
+  for (const id of row.ids) {
+    ctx.events.publish({ queue: name, id, transition: "retried", status: "Queued", attempt: 0 });
+  }
+  return bulkOutcome(row.matched, row.ids, dryRun);
 }
 
 /**
@@ -329,7 +467,7 @@ function publishRecovered(
 /**
  * Claim the oldest runnable job: `Queued` and due, or `Processing` but stale and under the cap.
  * One statement, so the claim and the counted attempt commit together; the scalar
- * `id = (select … for update skip locked limit 1)` takes exactly one row (STYLE.md §3).
+ * `id = (select … for update skip locked limit 1)` takes exactly one row (docs/development.md).
  *
  * @param lockHeld the queue lock's claim fence (lib/lock.ts): without the lock, nothing is claimed.
  *   Omitted only by tests that call the verb directly.
@@ -355,7 +493,7 @@ export async function claim(
       limit 1
     )
     returning id, user_book_id, source_path, attempt_count, claimed_by, (
-      -- The wake latency (issue 12): a subquery in RETURNING reads the statement's snapshot, so it
+      -- The wake latency: a subquery in RETURNING reads the statement's snapshot, so it
       -- sees the row as it was before this claim: runnable since its last write (insert,
       -- give-back, retry) or its run_after, whichever is later; null for a stale re-pick.
       select extract(epoch from now() - greatest(o.run_after, o.updated_at))::float8
@@ -388,6 +526,25 @@ export async function giveBack(ctx: UserIngestionContext, job: UserIngestionJob)
       sql`status = 'Queued', attempt_count = attempt_count - 1, error = null, claimed_at = null`,
     null,
     { transition: "given_back", status: "Queued", attempt: job.attempt_count - 1 },
+  );
+}
+
+/**
+ * Settle a run an admin cancelled, once it has stopped: `Failed` with {@linkcode CANCELLED}, its
+ * book `Failed` with {@linkcode CANCELLED_MESSAGE}. Fenced on the claim.
+ *
+ * @returns false when the fence matched no row.
+ */
+export async function cancelRun(
+  ctx: UserIngestionContext,
+  job: UserIngestionJob,
+): Promise<boolean> {
+  return await settle(
+    ctx,
+    job,
+    (sql) => sql`status = 'Failed', error = ${CANCELLED}, finished_at = now()`,
+    CANCELLED_MESSAGE,
+    { transition: "cancelled", status: "Failed", attempt: job.attempt_count, error: CANCELLED },
   );
 }
 
@@ -484,7 +641,7 @@ async function save(
     for (let i = 0; i < rows.length; i += 500) {
       await tx.sql`insert into user_chapters ${tx.sql(rows.slice(i, i + 500))}`;
     }
-    // Ready and enrichment Pending in one statement of this commit (issue 7); the statement's
+    // Ready and enrichment Pending in one statement of this commit; the statement's
     // NOTIFY on <schema>.user_books wakes the enricher once it commits.
     await tx.sql`
       update user_books
@@ -510,7 +667,7 @@ type TxFragment = ReturnType<TxSql>;
 
 // Every write that settles a claimed row goes through here (the completion excepted). It matches
 // the row as this run claimed it; 0 rows means the claim was lost: log it, change nothing
-// (STYLE.md §3). `bookError`, when given, fails the user book in the same transaction.
+// (docs/development.md). `bookError`, when given, fails the user book in the same transaction.
 async function settle(
   ctx: UserIngestionContext,
   job: UserIngestionJob,

@@ -10,13 +10,38 @@
  * - `GET /:id` → 200 `{ "user_book", "job", "enrichment" }`, 404 when unknown.
  * - `POST /:id/retry` → 200 the job, now `Queued` (admin retry of the book's `Failed` job); 409
  *   for any other status, changing nothing; 404 when unknown.
+ * - `GET /?status=&q=&limit=&cursor=` → 200 `{ jobs, next_cursor }`: the queue's jobs, newest
+ *   first, each with its book's `title` and `book_status`; `q` searches the source path, the
+ *   book's id and its title.
+ * - `POST /:id/cancel` → the admin cancel of the book's job (lib/http/list.ts `cancelAnswer`).
+ * - `POST /retry` `{ "status": "Failed", "q"?, "dry_run"? }` → 200 the bulk retry's outcome.
  *
  * @module
  */
 import { Hono } from "hono";
 import { describeRoute, zValidator } from "../../lib/http/openapi.ts";
 import { z } from "zod";
-import { enqueue, getUserBook, retry, type UserIngestionContext } from "./mod.ts";
+import {
+  bulkRetry,
+  cancel,
+  enqueue,
+  getUserBook,
+  list,
+  retry,
+  type UserIngestionContext,
+} from "./mod.ts";
+import {
+  BULK_RETRY_RESPONSES,
+  bulkRetryAnswer,
+  bulkRetryBody,
+  CANCEL_RESPONSES,
+  cancelAnswer,
+  decodeCursor,
+  LIST_RESPONSES,
+  listAnswer,
+  listQuery,
+} from "../../lib/http/list.ts";
+import type { QueueControl } from "../../lib/control.ts";
 import { getJob as getEnrichment } from "../enrichment/mod.ts";
 import { resolveSourceFile, resolveSourcePath } from "../../books/source_path.ts";
 import { receiveUpload, removeUpload, UploadError } from "../../lib/http/multipart.ts";
@@ -33,7 +58,7 @@ const jsonBody = z.strictObject({
   source_path: z.string().min(1).max(4096),
 });
 
-// Bad input is a 4xx JSON error that names the field (STYLE.md §7), never zod's raw dump.
+// Bad input is a 4xx JSON error that names the field (docs/development.md), never zod's raw dump.
 function describe(
   error: { issues: ReadonlyArray<{ path: ReadonlyArray<PropertyKey>; message: string }> },
 ): string {
@@ -54,10 +79,41 @@ export const UNLIMITED_BODY_PATHS = ["/user-books"] as const;
  *
  * @param ctx the user ingestion queue's context (pool, storage root, events).
  * @param maxUploadBytes largest upload accepted, in bytes (`MAX_UPLOAD_BYTES`).
+ * @param control where a cancel of a running job is sent (lib/control.ts).
  * @returns a Hono router to mount under `/internal/user-books`.
  */
-export function userBookRoutes(ctx: UserIngestionContext, maxUploadBytes: number): Hono {
+export function userBookRoutes(
+  ctx: UserIngestionContext,
+  maxUploadBytes: number,
+  control: Pick<QueueControl, "requestCancel">,
+): Hono {
   const app = new Hono();
+
+  const listDoc = describeRoute({
+    summary: "List user ingestion jobs, newest first, by status and file, book id or title",
+    responses: LIST_RESPONSES,
+  });
+  const query = listQuery(["Queued", "Processing", "Completed", "Failed"]);
+  app.get("/", listDoc, zValidator("query", query, invalidParam), async (c) => {
+    const { cursor, limit, ...filter } = c.req.valid("query");
+    const beforeId = cursor ? decodeCursor(cursor) ?? undefined : undefined;
+    return c.json(
+      listAnswer(await list(ctx.sql, { ...filter, beforeId, limit: limit + 1 }), limit),
+    );
+  });
+
+  const bulkDoc = describeRoute({
+    summary: "Bulk admin retry: every Failed job matching the filter → Queued (at most 10,000)",
+    responses: BULK_RETRY_RESPONSES,
+  });
+  app.post("/retry", bulkDoc, zValidator("json", bulkRetryBody, invalidParam), async (c) => {
+    const { dry_run, ...filter } = c.req.valid("json");
+    const outcome = await bulkRetry(ctx, filter, dry_run);
+    if (!dry_run) {
+      ctx.log.info({ queue: "user_ingestion", ...filter, retried: outcome.retried }, "bulk retry");
+    }
+    return bulkRetryAnswer(c, outcome, dry_run);
+  });
 
   const uploadDoc = describeRoute({
     summary: "Upload a reader's book (multipart) or name a file under STORAGE_DIR (JSON)",
@@ -165,6 +221,23 @@ export function userBookRoutes(ctx: UserIngestionContext, maxUploadBytes: number
           `Cannot retry user book ${bookId}: its job is ${current.status}; only Failed jobs can be retried`,
         status: current.status,
       }, 409);
+    },
+  );
+
+  const cancelDoc = describeRoute({
+    summary: "Admin cancel of the book's job: Queued → Failed; a Processing run is stopped first",
+    responses: CANCEL_RESPONSES,
+  });
+  app.post(
+    "/:id/cancel",
+    cancelDoc,
+    zValidator("param", z.object({ id }), invalidParam),
+    async (c) => {
+      const bookId = c.req.valid("param").id;
+      const found = await getUserBook(ctx, bookId);
+      if (!found?.job) return c.json({ error: "No such user book" }, 404);
+      const outcome = await cancel(ctx, found.job.id, (q, i) => control.requestCancel(q, i));
+      return cancelAnswer(c, outcome, "user book", bookId);
     },
   );
 

@@ -11,22 +11,22 @@ import * as userIngestion from "./mod.ts";
 import { UNLIMITED_BODY_PATHS, userBookRoutes } from "./routes.ts";
 import { userIngestionView } from "./view.ts";
 
-export default defineQueue({
+export const queue = defineQueue({
   name: userIngestion.name,
   view: userIngestionView,
   settings: (env) => ({
-    queue: parseQueueSettings(env, userIngestion.defaults),
+    common: parseQueueSettings(env, userIngestion.defaults),
     maxUploadBytes: parseMaxUploadBytes(env),
   }),
-  setup({ base, config }, { queue, maxUploadBytes }) {
+  setup({ base, config, control }, { common, maxUploadBytes }) {
     const ctx: userIngestion.UserIngestionContext = {
       ...base,
       storageDir: config.storageDir,
-      staleAfterMs: queue.staleAfterMs,
+      staleAfterMs: common.staleAfterMs,
     };
     return {
-      consume: consumed(userIngestion, ctx, queue.timeoutMs),
-      routes: { "/user-books": userBookRoutes(ctx, maxUploadBytes) },
+      consume: consumed(userIngestion, ctx, common.timeoutMs),
+      routes: { "/user-books": userBookRoutes(ctx, maxUploadBytes, control) },
       unlimitedBodies: UNLIMITED_BODY_PATHS,
     };
   },

@@ -8,26 +8,11 @@
 import type { Sql } from "../../lib/db.ts";
 import {
   type JobDetail,
-  type JobPage,
-  type JobSummary,
   type QueueView,
   retryOutcome,
   type Throughput,
 } from "../../lib/admin/queue_view.ts";
-import { name, retry, stats } from "./mod.ts";
-
-// Newest first, keyset-paged on the primary key (no OFFSET); bounded by `limit`.
-async function listJobs(sql: Sql, page: JobPage): Promise<JobSummary[]> {
-  return await sql<JobSummary[]>`
-    select id, status, attempt_count, 'book ' || user_book_id || ': ' || source_path as subject,
-           error, created_at, updated_at
-    from user_ingestion_jobs
-    where true
-      ${page.status ? sql`and status = ${page.status}` : sql``}
-      ${page.beforeId ? sql`and id < ${page.beforeId}` : sql``}
-    order by id desc
-    limit ${page.limit}`;
-}
+import { bulkRetry, cancel, list, name, retry, stats } from "./mod.ts";
 
 async function getJob(sql: Sql, id: string): Promise<Record<string, unknown> | null> {
   const [row] = await sql<Record<string, unknown>[]>`
@@ -73,8 +58,10 @@ export const userIngestionView: QueueView = {
   statuses: ["Queued", "Processing", "Completed", "Failed"],
   stats,
   throughput,
-  listJobs,
+  listJobs: list,
   getJob,
   retry: async (ctx, id) => retryOutcome((await retry(ctx, id)) !== null),
+  cancel: (ctx, id, control) => cancel(ctx, id, (q, i) => control.requestCancel(q, i)),
+  bulkRetry,
   details,
 };

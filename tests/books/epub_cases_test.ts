@@ -389,6 +389,112 @@ Deno.test("extractBook() keeps SVG and MathML but not their scripts, handlers or
   );
 });
 
+Deno.test("r25: NCX labels have their character references and entities decoded", async () => {
+  const book = await readCase("r25-ncx-entities.epub");
+  assert.deepEqual(titles(book), ["Juliet's Balcony", "Salt & Pepper", "Café"]);
+});
+
+Deno.test("kind of r25: every way XML writes a character reads the same, in NCX labels and the package's metadata", async () => {
+  // Each way of writing "Café l'Été & co" (decimal, hex, named XML and HTML entities, white
+  // space) gives the same title, label and creator.
+  const spellings = [
+    "Café l'Été &amp; co",
+    "Caf&#233; l&#39;&#201;t&#233; &#38; co",
+    "Caf&#xE9; l&#x27;&#xC9;t&#xe9; &#x26; co",
+    "Caf&eacute; l&apos;&Eacute;t&eacute; &amp; co",
+    "  Café\n   l'Été\t&amp;  co ",
+  ];
+  for (const spelling of spellings) {
+    const ncx = '<?xml version="1.0"?><ncx xmlns="http://www.daisy.org/z3986/2005/ncx/" ' +
+      `version="2005-1"><navMap><navPoint id="p1"><navLabel><text>${spelling}</text></navLabel>` +
+      '<content src="c1.xhtml"/></navPoint></navMap></ncx>';
+    const book = await readBytes(
+      "entities.epub",
+      zipEpub({
+        "META-INF/container.xml": CONTAINER,
+        "OEBPS/content.opf": packageDocument({
+          metadata: `<dc:title>${spelling}</dc:title><dc:creator>${spelling}</dc:creator>`,
+          manifest: '<item id="c1" href="c1.xhtml" media-type="application/xhtml+xml"/>' +
+            '<item id="ncx" href="toc.ncx" media-type="application/x-dtbncx+xml"/>',
+          spine: '<itemref idref="c1"/>',
+          spineAttributes: ' toc="ncx"',
+        }).replace('version="3.0"', 'version="2.0"'),
+        "OEBPS/toc.ncx": ncx,
+        "OEBPS/c1.xhtml": xhtml("c", "<p>Text.</p>"),
+      }),
+    );
+    assert.deepEqual(
+      { title: book.title, author: book.author, chapters: titles(book) },
+      { title: "Café l'Été & co", author: "Café l'Été & co", chapters: ["Café l'Été & co"] },
+      spelling,
+    );
+  }
+});
+
+Deno.test("r26: a page that shows only its heading is a chapter, in spine order", async () => {
+  const book = await readCase("r26-part-title-pages.epub");
+  assert.deepEqual(titles(book), [
+    "Part One",
+    "1. The Ferry",
+    "2. The Island",
+    "Part Two",
+    "3. The Storm",
+    "4. The Return",
+  ]);
+  assert.equal(book.chapters[0].html, "<h1>Part One</h1>");
+  assert.deepEqual(book.warnings, []);
+});
+
+Deno.test("kind of r26: a heading-only or image-only page is a chapter; a page with nothing is not", async () => {
+  const pages: [string, string, string | null][] = [
+    ['<h1 id="p1">Part One</h1>', "Part One", '<h1 id="p1">Part One</h1>'],
+    ["<section><h2>Book II</h2></section>", "Book II", "<section><h2>Book II</h2></section>"],
+    ["<hgroup><h1>Part</h1><p>The Sea</p></hgroup>", "Part: The Sea", null],
+    ['<p><img src="a.png" alt="A map"/></p>', "Chapter 1", null],
+    ["<div> </div>", "", null],
+  ];
+  for (const [body, title, html] of pages) {
+    const book = await readBytes(
+      "pages.epub",
+      zipEpub({
+        "META-INF/container.xml": CONTAINER,
+        "OEBPS/content.opf": packageDocument({
+          manifest: '<item id="p" href="p.xhtml" media-type="application/xhtml+xml"/>' +
+            '<item id="c" href="c.xhtml" media-type="application/xhtml+xml"/>' +
+            '<item id="img" href="a.png" media-type="image/png"/>',
+          spine: '<itemref idref="p"/><itemref idref="c"/>',
+        }),
+        "OEBPS/p.xhtml": xhtml("Test Book", body),
+        "OEBPS/c.xhtml": xhtml("x", "<h1>Next</h1><p>Text.</p>"),
+        "OEBPS/a.png": PNG,
+      }),
+    );
+    const shown = title === "" ? ["Next"] : [title, "Next"];
+    assert.deepEqual(titles(book), shown, body);
+    if (html !== null) assert.equal(book.chapters[0].html, html, body);
+    const skipped = (book.warnings ?? []).filter((w) => w.kind === "spine_item_skipped");
+    assert.equal(skipped.length, title === "" ? 1 : 0, body);
+  }
+});
+
+Deno.test("extractBook() keeps an EPUB's dc:rights as the edition's licence, not a chapter", async () => {
+  const book = await readBytes(
+    "rights.epub",
+    zipEpub({
+      "META-INF/container.xml": CONTAINER,
+      "OEBPS/content.opf": packageDocument({
+        metadata: "<dc:title>R</dc:title><dc:rights>Public domain in the USA.</dc:rights>",
+        manifest: '<item id="c" href="c.xhtml" media-type="application/xhtml+xml"/>',
+        spine: '<itemref idref="c"/>',
+      }),
+      "OEBPS/c.xhtml": xhtml("x", "<h1>One</h1><p>Text.</p>"),
+    }),
+  );
+  assert.equal(book.licence, "Public domain in the USA.");
+  const none = await readCase("r25-ncx-entities.epub");
+  assert.equal(none.licence, null);
+});
+
 Deno.test("closeExtractor() after the EPUB cases", () => {
   closeExtractor();
 });

@@ -1,8 +1,9 @@
 /**
- * `extractBook()` running in its worker: the main thread's event loop keeps ticking through a long
- * or runaway parse, an abort stops a parse promptly, markup nested too deeply is refused quickly,
- * a transient I/O error still arrives as one, concurrent calls both finish, a huge book still
- * works, and an idle worker lets a script exit.
+ * `extractBook()` running in its child process: the main thread's event loop keeps ticking
+ * through a long or runaway parse, an abort kills the child promptly, markup nested too deeply is
+ * refused quickly, a parse that outgrows the child's heap is an unreadable book, a transient I/O
+ * error still arrives as one, concurrent calls run one child at a time, a huge book still works,
+ * and an idle child lets a script exit.
  *
  * @module
  */
@@ -16,6 +17,7 @@ import {
   INLINE_BOOK_BYTES,
   UnreadableBookError,
 } from "../../books/extract.ts";
+import { descendants, hostileEpub, normalEpub, sampleTreeRss } from "../_hostile.ts";
 
 async function inTempDir(fn: (dir: string) => Promise<void>): Promise<void> {
   const dir = await Deno.makeTempDir({ prefix: "extract_worker_test_" });
@@ -302,7 +304,7 @@ Deno.test("extractBook() sends a book that outgrew its stat size to the worker",
   });
 });
 
-// Their parsers have inputs a few KiB long that take hundreds of ms (README "Cost per job").
+// Their parsers have inputs a few KiB long that take hundreds of ms (docs/performance.md).
 Deno.test("extractBook() sends a tiny Markdown book to the worker", async () => {
   await inTempDir(async (dir) => {
     const tinyMs = await exitDelayMs(dir, false, "# Tiny\n\nSome words.\n", "md");
@@ -321,3 +323,82 @@ Deno.test("closeExtractor() leaves the next extractBook() call working", async (
     assert.equal((await extractBook(path, signal())).title, "Again");
   });
 });
+
+// An EPUB of ~40 KB whose chapter is 3,000,000 tiny elements: in this process its parse grew the
+// heap past 4 GB until V8 aborted the process.
+Deno.test("extractBook() refuses a book whose parse outgrows the child's heap, and this process never notices", async () => {
+  await inTempDir(async (dir) => {
+    const hostile = join(dir, "hostile.epub");
+    await Deno.writeFile(hostile, hostileEpub());
+    const rss = sampleTreeRss(Deno.pid);
+    const { outcome, maxGapMs, elapsedMs } = await whileTicking(() =>
+      extractBook(hostile, signal())
+    );
+    rss.stop();
+    assert.equal(outcome.status, "rejected");
+    const error = (outcome as PromiseRejectedResult).reason;
+    assert.ok(error instanceof UnreadableBookError, String(error));
+    assert.match(
+      error.message,
+      /^Cannot read EPUB ".*hostile\.epub": the book is too complex to read: reading it needed more than \d+ MiB of memory$/,
+    );
+    assertResponsive(maxGapMs, elapsedMs);
+    const peak = rss.peak();
+    assert.ok(peak < 1024 ** 3, `this process and its child peaked at ${peak} bytes`);
+    // The next book gets a new child.
+    const normal = join(dir, "keeper.epub");
+    await Deno.writeFile(normal, normalEpub());
+    assert.equal((await extractBook(normal, signal())).title, "The Keeper");
+    closeExtractor();
+  });
+});
+
+Deno.test("extractBook() kills the extraction child at once when aborted mid-parse", async () => {
+  await inTempDir(async (dir) => {
+    const hostile = join(dir, "hostile.epub");
+    await Deno.writeFile(hostile, hostileEpub());
+    const controller = new AbortController();
+    const extraction = extractBook(hostile, controller.signal);
+    extraction.catch(() => {});
+    const pid = await waitForChild();
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    const abortedAt = performance.now();
+    controller.abort();
+    await assert.rejects(extraction, { name: "AbortError" });
+    assert.ok(performance.now() - abortedAt < 200, "the abort was not prompt");
+    const gone = async () => await Deno.stat(`/proc/${pid}`).then(() => false, () => true);
+    for (let i = 0; i < 50 && !(await gone()); i++) {
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+    assert.ok(await gone(), `the extraction child ${pid} still runs`);
+  });
+});
+
+Deno.test("extractBook() runs concurrent calls one child at a time", async () => {
+  await inTempDir(async (dir) => {
+    closeExtractor();
+    const names = ["a", "b", "c", "d"];
+    for (const name of names) {
+      await Deno.writeTextFile(join(dir, `${name}.md`), `# Book ${name}\n\n${overInline(name)}`);
+    }
+    let most = 0;
+    const timer = setInterval(() => most = Math.max(most, descendants(Deno.pid).length), 2);
+    const books = await Promise.all(
+      names.map((name) => extractBook(join(dir, `${name}.md`), signal())),
+    );
+    clearInterval(timer);
+    assert.deepEqual(books.map((book) => book.title), ["Book a", "Book b", "Book c", "Book d"]);
+    assert.equal(most, 1, `${most} extraction children ran at once`);
+    closeExtractor();
+  });
+});
+
+/** The pid of this process's extraction child, once it runs. */
+async function waitForChild(): Promise<number> {
+  for (let i = 0; i < 1000; i++) {
+    const [pid] = descendants(Deno.pid);
+    if (pid !== undefined) return pid;
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+  throw new Error("no extraction child started");
+}

@@ -33,8 +33,14 @@ dbTest(
     const proxy = startProxy(db.url);
     const wake = new Wake("ingestion");
     const listener = new Listener({
-      connect: () =>
-        connect(proxy.url, { schema: db.schema, applicationName: "t-listener", max: 1 }),
+      connect: (hooks) =>
+        connect(proxy.url, {
+          schema: db.schema,
+          applicationName: "t-listener",
+          max: 1,
+          dedicated: true,
+          ...hooks,
+        }),
       pool: db.sql,
       log: ctx.log,
       probeChannel: `${db.schema}._probe`,
@@ -69,8 +75,14 @@ dbTest(
     const proxy = startProxy(db.url);
     const wake = new Wake("ingestion");
     const listener = new Listener({
-      connect: () =>
-        connect(proxy.url, { schema: db.schema, applicationName: "t-listener", max: 1 }),
+      connect: (hooks) =>
+        connect(proxy.url, {
+          schema: db.schema,
+          applicationName: "t-listener",
+          max: 1,
+          dedicated: true,
+          ...hooks,
+        }),
       pool: db.sql,
       log: ctx.log,
       probeChannel: `${db.schema}._probe`,

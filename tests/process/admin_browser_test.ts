@@ -1,6 +1,7 @@
 /**
  * The dashboard in a real browser: Debian's chromium driven by playwright-core, against a real
- * `main.ts` process. It fails (never skips) when /usr/bin/chromium is missing: `.ci/run`
+ * `main.ts` process. Where /usr/bin/chromium is missing it is skipped, saying so, and under
+ * `CI=true` it fails instead: `.ci/run`
  * installs it. A screenshot of each page goes to `$TEST_OUTPUT_DIR/screenshots/` (default
  * `.data/test-output/`, which git ignores).
  *
@@ -19,6 +20,9 @@ import { dbTest, waitFor } from "../_db.ts";
 import { postJson, spawnWorker, TEST_TOKEN } from "../_worker.ts";
 import { SMALL_BOOK } from "../_ingestion.ts";
 import { mkfifo, releaseFifo } from "../_fs.ts";
+
+/** These tests need chromium (tests/_requires.ts: ignored where missing, outside CI). */
+const REQUIRES = { requires: ["chromium"] } as const;
 
 const CHROMIUM = "/usr/bin/chromium";
 // Where the screenshots go: $TEST_OUTPUT_DIR/screenshots/.
@@ -173,4 +177,4 @@ dbTest("/admin in chromium: log in, watch a job complete live, retry a failed jo
     await worker.exited;
     await Deno.remove(storage, { recursive: true });
   }
-});
+}, REQUIRES);

@@ -10,6 +10,9 @@ import { freePort } from "../_fs.ts";
 import { hostApi, insertEdition, listening, snapshot } from "../_host.ts";
 import { connect } from "../../lib/db.ts";
 
+/** These tests need curl (tests/_requires.ts: ignored where missing, outside CI). */
+const REQUIRES = { requires: ["curl"] } as const;
+
 const TABLES = [
   "auto_publish_jobs",
   "seo_backfill_jobs",
@@ -220,7 +223,7 @@ dbTest("a curl matrix of bad requests gets only 4xx answers and changes nothing"
     worker.child.kill("SIGTERM");
     assert.equal((await worker.exited).code, 0);
   }
-});
+}, REQUIRES);
 
 dbTest("an unreachable database is a 503 from the claim API, not a 500", async () => {
   const dead = connect(`postgres://postgres@127.0.0.1:${freePort()}/none`, {
@@ -245,7 +248,7 @@ dbTest("an unreachable database is a 503 from the claim API, not a 500", async (
   } finally {
     await dead.end({ timeout: 1 });
   }
-});
+}, REQUIRES);
 
 dbTest(
   "complete pings IndexNow after its commit; with INDEXNOW_URL unset the log says so once",
@@ -297,4 +300,5 @@ dbTest(
       assert.equal((await plain.exited).code, 0);
     }
   },
+  REQUIRES,
 );

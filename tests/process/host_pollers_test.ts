@@ -8,6 +8,9 @@ import { collectJsonLines, spawnWorker, TEST_TOKEN, type WorkerProcess } from ".
 import { freePort } from "../_fs.ts";
 import { insertEdition, listening } from "../_host.ts";
 
+/** These tests need curl, jq (tests/_requires.ts: ignored where missing, outside CI). */
+const REQUIRES = { requires: ["curl", "jq"] } as const;
+
 const HOST_DIR = new URL("../../host/", import.meta.url).pathname;
 
 interface Script {
@@ -115,6 +118,7 @@ dbTest(
       await stopWorker(worker);
     }
   },
+  REQUIRES,
 );
 
 dbTest(
@@ -169,6 +173,7 @@ dbTest(
       await stopWorker(worker);
     }
   },
+  REQUIRES,
 );
 
 dbTest("seo-publish-poll.sh reports a failing command as fail with its stderr tail", async (db) => {
@@ -191,7 +196,7 @@ dbTest("seo-publish-poll.sh reports a failing command as fail with its stderr ta
   } finally {
     await stopWorker(worker);
   }
-});
+}, REQUIRES);
 
 dbTest(
   "seo-backfill-poll.sh with the default SEO_COMMAND applies fields derived from each edition",
@@ -225,6 +230,7 @@ dbTest(
       await stopWorker(worker);
     }
   },
+  REQUIRES,
 );
 
 dbTest(
@@ -260,6 +266,7 @@ dbTest(
       await stopWorker(worker);
     }
   },
+  REQUIRES,
 );
 
 dbTest(
@@ -296,6 +303,7 @@ dbTest(
     assert.ok(bad.lines.some((l) => /Cannot parse POLL_INTERVAL_S/.test(String(l.msg))));
     return Promise.resolve();
   },
+  REQUIRES,
 );
 
 Deno.test("the systemd units pass systemd-analyze verify and stop the way the pollers need", async () => {
@@ -307,10 +315,14 @@ Deno.test("the systemd units pass systemd-analyze verify and stop the way the po
       assert.ok(unit.includes(`\n${line}\n`), `${name}: ${line}`);
     }
     const stop = Number(/\nTimeoutStopSec=(\d+)\n/.exec(unit)?.[1]);
+    const common = await Deno.readTextFile(`${HOST_DIR}poll-common.sh`);
+    const budget = Number(/\nSTOP_TIMEOUT_S=\$\{STOP_TIMEOUT_S:-(\d+)\}\n/.exec(common)?.[1]);
+    assert.ok(budget > 0, "poll-common.sh sets a default STOP_TIMEOUT_S");
     assert.ok(
-      stop > 5 + 5,
-      `${name}: TimeoutStopSec above the give-back's 5 s --max-time plus margin`,
+      stop >= budget + 3,
+      `${name}: TimeoutStopSec (${stop}) above the poller's whole stop, STOP_TIMEOUT_S (${budget})`,
     );
+    assert.match(unit, /docs\/host-pollers\.md/, `${name}: points to the stop's documentation`);
     assert.match(unit, /\nEnvironmentFile=\/etc\/textstack\/host-pollers\.env\n/);
     const which = await new Deno.Command("sh", {
       args: ["-c", "command -v systemd-analyze"],

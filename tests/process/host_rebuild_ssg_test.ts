@@ -12,6 +12,9 @@ import { freePort } from "../_fs.ts";
 import { listening } from "../_host.ts";
 import { insertEdition, ssgJob } from "../_ssg.ts";
 
+/** These tests need curl (tests/_requires.ts: ignored where missing, outside CI). */
+const REQUIRES = { requires: ["curl"] } as const;
+
 const SCRIPT = new URL("../../host/rebuild-ssg.sh", import.meta.url).pathname;
 
 interface Run {
@@ -164,6 +167,7 @@ dbTest(
       await stopWorker(worker);
     }
   },
+  REQUIRES,
 );
 
 dbTest(
@@ -252,6 +256,7 @@ dbTest(
       await stopWorker(worker);
     }
   },
+  REQUIRES,
 );
 
 dbTest(
@@ -290,4 +295,5 @@ dbTest(
     assert.equal((await exitOf(bad)).code, 2);
     assert.match(bad.log.join("\n"), /must be positive integers/);
   },
+  REQUIRES,
 );

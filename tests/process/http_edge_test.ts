@@ -13,6 +13,7 @@ async function start(
     db,
     { STORAGE_DIR: `${dir}/storage`, DATA_DIR: dir, SITE_DIR: `${dir}/site`, ...env },
     [],
+    undefined,
     { openFiles },
   );
   const port = Number(new URL(await worker.baseUrl()).port);

@@ -13,6 +13,9 @@ import { freePort } from "../_fs.ts";
 import { spawnWorker, type WorkerProcess } from "../_worker.ts";
 import { listening } from "../_host.ts";
 
+/** These tests need pgbouncer (tests/_requires.ts: ignored where missing, outside CI). */
+const REQUIRES = { requires: ["pgbouncer"] } as const;
+
 const PROBE_WARNING =
   "notifications are not delivered at start: the worker needs a direct connection (LISTEN does not work through a transaction-mode pooler); running on polling";
 const LOCK_WARNING =
@@ -121,6 +124,7 @@ dbTest(
       await bouncer.stop();
     }
   },
+  REQUIRES,
 );
 
 dbTest(
@@ -143,4 +147,5 @@ dbTest(
       await bouncer.stop();
     }
   },
+  REQUIRES,
 );

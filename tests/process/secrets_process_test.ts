@@ -15,7 +15,7 @@ for (
     ["a bad %-escape", `postgres://app:${PASSWORD}%zz@127.0.0.1:5432/x`, /bad %-escape/],
     ["no host", `postgres://app:${PASSWORD}@/x`, /names no host/],
     ["a wrong scheme", `mysql://app:${PASSWORD}@127.0.0.1:5432/x`, /does not start with postgres/],
-    ["a bad port", `postgres://app:${PASSWORD}@127.0.0.1:99999/x`, /not a URL/],
+    ["a bad port", `postgres://app:${PASSWORD}@127.0.0.1:99999/x`, /not a port number/],
   ] as const
 ) {
   Deno.test(`main.ts refuses a DATABASE_URL with ${fault}: exit 2, the setting named, no password in its output`, async () => {

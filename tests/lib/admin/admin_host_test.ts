@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import { testControl } from "../../_api.ts";
 import { adminHostAllowed, adminRoutes } from "../../../lib/admin/dashboard.tsx";
 import { Lifecycle } from "../../../lib/lifecycle.ts";
 import { StatsCache } from "../../../lib/admin/stats_cache.ts";
@@ -21,6 +22,7 @@ async function setup(db: TestDb, origin?: string) {
     events: ctx.events,
     lifecycle: new Lifecycle(ctx.log, 2000),
     log: ctx.log,
+    control: testControl(ctx, db.schema),
     origin,
   });
   // A sign-in as a browser sends it: the URL (and so the Host) and the Origin it came from.

@@ -1,3 +1,4 @@
+import { testControl } from "../../_api.ts";
 import assert from "node:assert/strict";
 import {
   ADMIN_MAX_BODY_BYTES,
@@ -36,11 +37,14 @@ async function setup(
 ) {
   const ctx = await ingestionContext(db);
   const cache = new StatsCache({ sql: db.sql, schema: db.schema, views, log: ctx.log });
+  const control = testControl(ctx, db.schema);
+  await control.refresh();
   const app = adminRoutes({
     token: TOKEN,
     views,
     cache,
     ctx,
+    control,
     locks: new Map(),
     events: ctx.events,
     lifecycle: new Lifecycle(ctx.log, 2000),
@@ -73,7 +77,7 @@ async function setup(
     const cookie = res.headers.get("set-cookie") ?? "";
     return { cookie: cookie.split(";")[0], header: cookie };
   };
-  return { ctx, cache, app, form, login };
+  return { ctx, cache, app, form, login, control };
 }
 
 dbTest(
@@ -392,6 +396,7 @@ dbTest(
       views,
       cache,
       ctx,
+      control: testControl(ctx, db.schema),
       locks: new Map(),
       events: ctx.events,
       lifecycle: new Lifecycle(ctx.log, 2000),

@@ -227,7 +227,14 @@ dbTest(
     const proxy = startProxy(db.url);
     const app = `${db.schema}-listener`;
     const listener = new Listener({
-      connect: () => connect(proxy.url, { schema: db.schema, applicationName: app, max: 1 }),
+      connect: (hooks) =>
+        connect(proxy.url, {
+          schema: db.schema,
+          applicationName: app,
+          max: 1,
+          dedicated: true,
+          ...hooks,
+        }),
       pool: db.sql,
       log: ctx.log,
       probeChannel: `${db.schema}._probe`,
@@ -352,10 +359,15 @@ dbTest(
         "events",
         "ingestion",
         "openapi.json",
+        "queues",
         "seo",
         "ssg",
         "user-books",
       ]);
+      // The queue pause gauge, every queue at 0 while none is paused.
+      for (const queue of ["ingestion", "ssg", "auto_publish"]) {
+        assert.equal(valueOf(m, "textstack_worker_queue_paused", { queue }), 0);
+      }
     } finally {
       worker.child.kill("SIGTERM");
       await worker.exited;

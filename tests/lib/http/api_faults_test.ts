@@ -3,6 +3,7 @@
  * up to the bigint range, 405, 503 for an unavailable database, relative paths, secrets, and the
  * token file written create-new.
  */
+import { testControl } from "../../_api.ts";
 import assert from "node:assert/strict";
 import { createApi, loadOrCreateToken } from "../../../lib/http/api.ts";
 import { connect } from "../../../lib/db.ts";
@@ -28,7 +29,7 @@ async function setup(db: TestDb, sql = db.sql) {
     lifecycle,
     health: () => Promise.resolve({ bootId: ctx.bootId }),
     ready: () => Promise.resolve({ ready, checks: { listener: ready ? "live" : "degraded" } }),
-    routes: { "/ingestion": ingestionRoutes(ctx) },
+    routes: { "/ingestion": ingestionRoutes(ctx, testControl(ctx)) },
   });
   return { ctx, app, lifecycle, setReady: (r: boolean) => (ready = r) };
 }

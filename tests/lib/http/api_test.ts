@@ -5,7 +5,7 @@ import { transaction } from "../../../lib/db.ts";
 import { Lifecycle } from "../../../lib/lifecycle.ts";
 import * as ingestion from "../../../queues/ingestion/mod.ts";
 import { ingestionRoutes } from "../../../queues/ingestion/routes.ts";
-import { testApi } from "../../_api.ts";
+import { testApi, testControl } from "../../_api.ts";
 import { dbTest, type TestDb, waitFor } from "../../_db.ts";
 import {
   ingestionContext,
@@ -29,7 +29,7 @@ async function setup(db: TestDb) {
     events: ctx.events,
     lifecycle,
     health: async () => (await db.sql`select 1`, { bootId: ctx.bootId }),
-    routes: { "/ingestion": ingestionRoutes(ctx) },
+    routes: { "/ingestion": ingestionRoutes(ctx, testControl(ctx)) },
   });
   const post = (path: string, body: unknown, headers: Record<string, string> = auth) =>
     app.request(path, {
@@ -326,7 +326,7 @@ dbTest(
       },
     };
     const app = testApi(ctx, TOKEN, {
-      routes: { "/ingestion": ingestionRoutes(ctx) },
+      routes: { "/ingestion": ingestionRoutes(ctx, testControl(ctx)) },
       apps: [lazy, flaky],
     });
     assert.equal((await app.request("/healthz")).status, 200);

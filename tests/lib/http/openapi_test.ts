@@ -6,32 +6,44 @@ import { autoPublishRoutes } from "../../../queues/auto_publish/routes.ts";
 import { seoRoutes } from "../../../queues/seo_backfill/routes.ts";
 import { UNLIMITED_BODY_PATHS, userBookRoutes } from "../../../queues/user_ingestion/routes.ts";
 import { enrichmentRoutes } from "../../../queues/enrichment/routes.ts";
-import { testApi } from "../../_api.ts";
-import { dbTest } from "../../_db.ts";
+import { testApi, testControl } from "../../_api.ts";
+import { dbTest, type TestDb } from "../../_db.ts";
+import { queuesRoutes } from "../../../lib/http/queues.ts";
+import { ingestionView } from "../../../queues/ingestion/view.ts";
 import { ingestionContext } from "../../_ingestion.ts";
 
 const TOKEN = "openapi-test-token-0123456789";
 // deno-lint-ignore no-explicit-any
 type Json = Record<string, any>;
 
+// Every route group main.ts mounts, at the same prefixes (the process-level check that the real
+// worker's document covers them is in tests/process/admin_browser_test.ts).
+async function fullApi(db: TestDb) {
+  const ctx = await ingestionContext(db);
+  return testApi(ctx, TOKEN, {
+    routes: {
+      "/ingestion": ingestionRoutes(ctx, testControl(ctx)),
+      "/ssg": ssgRoutes(ctx, testControl(ctx)),
+      "/editions": editionRoutes(ctx),
+      "/auto-publish": autoPublishRoutes({ ...ctx, indexNow: false }),
+      "/seo": seoRoutes({ ...ctx, staleAfterMs: 3_600_000 }),
+      "/user-books": userBookRoutes(ctx, 1024, testControl(ctx)),
+      "/enrichment": enrichmentRoutes(ctx, testControl(ctx)),
+      "/queues": queuesRoutes({
+        views: [ingestionView],
+        cache: { snapshot: undefined },
+        control: testControl(ctx, db.schema),
+        consumerState: () => null,
+      }),
+    },
+    unlimitedBodies: UNLIMITED_BODY_PATHS,
+  });
+}
+
 dbTest(
   "GET /internal/openapi.json describes every /internal route, from its validators",
   async (db) => {
-    const ctx = await ingestionContext(db);
-    // Every route group main.ts mounts, at the same prefixes (the process-level check that the
-    // real worker's document covers them is in tests/process/admin_browser_test.ts).
-    const app = testApi(ctx, TOKEN, {
-      routes: {
-        "/ingestion": ingestionRoutes(ctx),
-        "/ssg": ssgRoutes(ctx),
-        "/editions": editionRoutes(ctx),
-        "/auto-publish": autoPublishRoutes({ ...ctx, announce: () => {} }),
-        "/seo": seoRoutes({ ...ctx, staleAfterMs: 3_600_000 }),
-        "/user-books": userBookRoutes(ctx, 1024),
-        "/enrichment": enrichmentRoutes(ctx),
-      },
-      unlimitedBodies: UNLIMITED_BODY_PATHS,
-    });
+    const app = await fullApi(db);
     assert.equal((await app.request("/internal/openapi.json")).status, 401);
     const res = await app.request("/internal/openapi.json", {
       headers: { authorization: `Bearer ${TOKEN}` },
@@ -59,7 +71,10 @@ dbTest(
       for (const name of path.match(/\{(\w+)\}/g) ?? []) {
         const param = op.parameters.find((p: { name: string }) => `{${p.name}}` === name);
         assert.ok(param?.in === "path" && param.required, `${route}: ${name}`);
-        assert.ok(param.schema.pattern || param.schema.anyOf, `${route}: ${name} is not validated`);
+        assert.ok(
+          param.schema.pattern || param.schema.anyOf || param.schema.enum,
+          `${route}: ${name} is not validated`,
+        );
       }
     }
     // The request body schema is the validator's own: a field the zod schema has is in it.
@@ -84,7 +99,32 @@ dbTest(
     assert.ok(settle.content["application/json"].schema.properties.claim_token);
     const list = doc.paths["/internal/auto-publish/jobs"].get.parameters
       .map((p: { name: string; in: string }) => `${p.in}:${p.name}`).sort();
-    assert.deepEqual(list, ["query:before", "query:limit", "query:status"]);
+    assert.deepEqual(list, [
+      "query:before",
+      "query:cursor",
+      "query:limit",
+      "query:q",
+      "query:status",
+    ]);
+    // Every operation has an operationId, unique, and the document its server and licence.
+    const ids = [...registered].map((route) => {
+      const [method, path] = route.split(" ");
+      return doc.paths[path][method].operationId as string;
+    });
+    assert.equal(new Set(ids).size, ids.length, "operationIds are unique");
+    assert.ok(ids.every((id) => /^[a-z][A-Za-z0-9]+$/.test(id)), ids.join(" "));
+    const op = (method: string, path: string) => doc.paths[`/internal${path}`][method].operationId;
+    assert.equal(op("get", "/ingestion/jobs"), "listIngestionJobs");
+    assert.equal(op("get", "/ingestion/jobs/{id}"), "getIngestionJob");
+    assert.equal(op("post", "/ingestion/jobs"), "createIngestionJob");
+    assert.equal(op("post", "/ingestion/jobs/{id}/retry"), "retryIngestionJob");
+    assert.equal(op("post", "/ingestion/jobs/retry"), "bulkRetryIngestionJobs");
+    assert.equal(op("post", "/ingestion/jobs/{id}/cancel"), "cancelIngestionJob");
+    assert.equal(op("post", "/seo/jobs/{id}/give-back"), "giveBackSeoJob");
+    assert.equal(op("post", "/queues/{queue}/pause"), "pauseQueue");
+    assert.equal(op("get", "/events"), "streamEvents");
+    assert.deepEqual(doc.servers, [{ url: "http://localhost", description: "This worker" }]);
+    assert.ok(doc.info.license.name);
 
     // The error answers in front of every handler are listed, each a JSON `{ error }` (review5).
     const refs = new Map<string, number>();
@@ -108,7 +148,7 @@ dbTest(
         assert.equal(statuses.includes(String(status)), applies, `${route}: ${status}`);
       expect(401, true);
       expect(405, true);
-      expect(503, path !== "/internal/openapi.json");
+      expect(503, !["/internal/openapi.json", "/internal/queues"].includes(path));
       expect(400, (op.parameters?.length ?? 0) > 0 || op.requestBody !== undefined);
       expect(413, op.requestBody !== undefined);
       if (path.includes("{")) expect(404, true);
@@ -151,14 +191,14 @@ dbTest(
       }
     }
 
-    // The README's route table is this document: method, path and summary of every route.
+    // docs/http-api.md's route table is this document: method, path and summary of every route.
     const rows: string[][] = [];
     for (const [path, methods] of Object.entries(doc.paths as Record<string, object>)) {
       for (const [method, op] of Object.entries(methods as Record<string, { summary: string }>)) {
         rows.push([method.toUpperCase(), `\`${path}\``, op.summary]);
       }
     }
-    const readme = await Deno.readTextFile(new URL("../../../README.md", import.meta.url));
+    const readme = await Deno.readTextFile(new URL("../../../docs/http-api.md", import.meta.url));
     const table = readme.split("<!-- routes:start")[1]?.split("<!-- routes:end -->")[0] ?? "";
     const inReadme = table.split("\n").filter((line) =>
       /^\| (GET|POST|PUT|PATCH|DELETE) /.test(line)
@@ -167,9 +207,57 @@ dbTest(
     assert.deepEqual(
       inReadme,
       rows,
-      "README.md's route table differs from the document; paste this between its markers:\n\n" +
+      "docs/http-api.md's route table differs from the document; paste this between its markers:\n\n" +
         "| Method | Path | What |\n| --- | --- | --- |\n" +
         rows.map((r) => `| ${r.join(" | ")} |`).join("\n"),
     );
+  },
+);
+
+/** The pinned linter: a dev tool, run through npm, never imported by the worker. */
+const REDOCLY = "npm:@redocly/cli@2.77.0";
+
+dbTest(
+  "GET /internal/openapi.json passes `@redocly/cli lint` with no error",
+  async (db) => {
+    const app = await fullApi(db);
+    const res = await app.request("/internal/openapi.json", {
+      headers: { authorization: `Bearer ${TOKEN}` },
+    });
+    const dir = await Deno.makeTempDir({ prefix: "openapi-lint-" });
+    try {
+      const file = `${dir}/openapi.json`;
+      await Deno.writeTextFile(file, await res.text());
+      const lint = await new Deno.Command(Deno.execPath(), {
+        args: ["run", "-A", REDOCLY, "lint", "--format=json", file],
+        cwd: dir,
+        env: { NO_COLOR: "1", REDOCLY_TELEMETRY: "off", REDOCLY_SUPPRESS_UPDATE_NOTICE: "true" },
+        stdout: "piped",
+        stderr: "piped",
+      }).output();
+      const out = new TextDecoder().decode(lint.stdout);
+      const err = new TextDecoder().decode(lint.stderr);
+      let report: {
+        totals?: { errors: number; warnings: number };
+        problems?: { severity: string; ruleId: string; message: string }[];
+      };
+      try {
+        report = JSON.parse(out);
+      } catch {
+        const why = `${REDOCLY} did not run (is the npm registry reachable?): ${err.slice(-400)}`;
+        if (Deno.env.get("CI") === "true") throw new Error(why);
+        console.warn(`SKIPPED: ${why}`);
+        return;
+      }
+      assert.ok(report.totals, "the linter's report has its totals");
+      console.log(
+        `redocly lint: ${report.totals.errors} errors, ${report.totals.warnings} warnings`,
+      );
+      const errors = (report.problems ?? []).filter((p) => p.severity === "error");
+      assert.deepEqual(errors.map((p) => `${p.ruleId}: ${p.message}`), []);
+      assert.equal(lint.code, 0, err.slice(-400));
+    } finally {
+      await Deno.remove(dir, { recursive: true });
+    }
   },
 );

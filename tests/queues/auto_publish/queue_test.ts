@@ -151,7 +151,7 @@ dbTest(
 );
 
 dbTest(
-  "complete() publishes, queues one Full rebuild, and announces only after the commit",
+  "complete() publishes, queues one Full rebuild, and records one IndexNow ping in the outbox",
   async (db) => {
     const { call, announced } = hostApi(db);
     const [e1, e2] = [await insertEdition(db.sql), await insertEdition(db.sql)];
@@ -170,7 +170,7 @@ dbTest(
     assert.ok(done.result.published_at);
     const [edition] = await db.sql`select published_at from editions where id = ${j1.edition_id}`;
     assert.ok(edition.published_at);
-    assert.deepEqual(announced, [j1.edition_id]);
+    assert.deepEqual(await announced(), [j1.edition_id]);
     // The second complete reuses the queued rebuild (deduplicated).
     const res2 = await call("POST", `/auto-publish/jobs/${j2.id}/complete`, {
       claim_token: j2.claim_token,
@@ -186,7 +186,7 @@ dbTest(
     assert.equal(repeat.status, 200);
     assert.deepEqual(await repeat.json(), done);
     assert.deepEqual(await snapshot(db.sql, "auto_publish_jobs"), before);
-    assert.deepEqual(announced, [j1.edition_id, j2.edition_id]);
+    assert.deepEqual(await announced(), [j1.edition_id, j2.edition_id]);
     // fail with that token after complete: 409.
     const failLate = await call("POST", `/auto-publish/jobs/${j1.id}/fail`, {
       claim_token: j1.claim_token,
@@ -355,5 +355,55 @@ dbTest(
       key: "abcdef123456",
     });
     return Promise.resolve();
+  },
+);
+
+dbTest(
+  "a repeated claim key returns the same job and token; a settled key claims nothing",
+  async (db) => {
+    const { call } = hostApi(db);
+    const claim = async (body?: unknown) =>
+      (await (await call("POST", "/auto-publish/jobs/claim", body)).json()).jobs;
+    // An empty queue: the key claims nothing, and stays free to claim later.
+    const key = crypto.randomUUID();
+    assert.deepEqual(await claim({ claim_key: key }), []);
+    for (let i = 0; i < 3; i++) {
+      await call("POST", "/auto-publish/jobs", { edition_id: await insertEdition(db.sql) });
+    }
+    // The first claim and two repeats race; all three answer the same job and token.
+    const answers = await Promise.all([1, 2, 3].map(() => claim({ claim_key: key })));
+    assert.equal(answers[0].length, 1);
+    const [job] = answers[0];
+    for (const again of answers.slice(1)) {
+      assert.deepEqual(
+        again.map((j: { id: string; claim_token: string }) => [j.id, j.claim_token]),
+        [
+          [job.id, job.claim_token],
+        ],
+      );
+    }
+    assert.equal(job.attempt_count, 1);
+    const running = await db
+      .sql`select id, attempt_count from auto_publish_jobs where status = 'Running'`;
+    assert.deepEqual(running.map((r) => [r.id, r.attempt_count]), [[job.id, 1]]);
+    // Without a key, a claim takes the next job, as before.
+    const [other] = await claim();
+    assert.notEqual(other.id, job.id);
+    // Settled (completed): the key claims nothing more, though a job is still Queued.
+    const done = await call("POST", `/auto-publish/jobs/${job.id}/complete`, {
+      claim_token: job.claim_token,
+    });
+    assert.equal(done.status, 200);
+    assert.deepEqual(await claim({ claim_key: key }), []);
+    assert.equal((await claim({ claim_key: crypto.randomUUID() })).length, 1);
+    // The startup recover is unchanged: it fails a keyed job like any other.
+    const k2 = crypto.randomUUID();
+    await call("POST", "/auto-publish/jobs", { edition_id: await insertEdition(db.sql) });
+    const [keyed] = await claim({ claim_key: k2 });
+    const recovered = await (await call("POST", "/auto-publish/recover")).json();
+    assert.ok(recovered.recovered.includes(keyed.id));
+    assert.deepEqual(await claim({ claim_key: k2 }), []);
+    const bad = await call("POST", "/auto-publish/jobs/claim", { claim_key: 5 });
+    assert.equal(bad.status, 400);
   },
 );

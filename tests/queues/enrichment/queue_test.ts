@@ -10,8 +10,8 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { connect } from "../../../lib/db.ts";
 import * as enrichment from "../../../queues/enrichment/mod.ts";
 import { MAX_ATTEMPTS } from "../../../queues/enrichment/mod.ts";
-import { parseAnswer } from "../../../queues/enrichment/remote.ts";
-import { WORDS_PER_MINUTE } from "../../../queues/enrichment/local.ts";
+import { parseAnswer } from "../../../queues/enrichment/_remote.ts";
+import { WORDS_PER_MINUTE } from "../../../queues/enrichment/_local.ts";
 import { dbTest, type TestDb, waitFor } from "../../_db.ts";
 import {
   ANSWER,
@@ -22,10 +22,18 @@ import {
   insertReadyBook,
   startChatServer,
   startQueueConsumer,
+  stripIntent,
 } from "../../_user_books.ts";
 
+// maxRetries 0: one request per queue attempt (the in-run retries are tested in provider_test.ts).
 function remote(server: ChatServer) {
-  return { url: server.url, apiKey: "sk-test", model: "test-model", timeoutMs: 5000 };
+  return {
+    url: server.url,
+    apiKey: "sk-test",
+    model: "test-model",
+    timeoutMs: 5000,
+    maxRetries: 0,
+  };
 }
 
 async function setRunning(
@@ -121,7 +129,7 @@ dbTest(
       await enrichment.run(ctx, job!, new AbortController().signal);
       const row = await bookRow(db, id);
       assert.equal(row.metadata_enrichment_status, "Completed");
-      assert.deepEqual(server.keys, [`book-${id}-attempt-1`]);
+      assert.deepEqual(server.keys.map(stripIntent), [`book-${id}-attempt-1`]);
       assert.deepEqual(server.auth, ["Bearer sk-test"]);
       const m = row.metadata!;
       assert.deepEqual(
@@ -177,7 +185,7 @@ Deno.test("parseAnswer() names the first schema issue", () => {
 });
 
 dbTest(
-  "run() after an HTTP 500: Pending with the attempt spent, one request (the client never retries)",
+  "run() after an HTTP 500 with no retries left in the run: Pending with the attempt spent, one request",
   async (db) => {
     const server = startChatServer("error500");
     try {
@@ -199,7 +207,10 @@ dbTest(
         "Failed",
         MAX_ATTEMPTS,
       ]);
-      assert.deepEqual(server.keys, [`book-${id}-attempt-1`, `book-${id}-attempt-3`]);
+      assert.deepEqual(server.keys.map(stripIntent), [
+        `book-${id}-attempt-1`,
+        `book-${id}-attempt-3`,
+      ]);
     } finally {
       await server.close();
     }
@@ -371,7 +382,7 @@ dbTest(
         async () => (await bookRow(db, id)).metadata_enrichment_status === "Completed",
         10_000,
       );
-      assert.deepEqual(server.keys, [`book-${id}-attempt-2`]);
+      assert.deepEqual(server.keys.map(stripIntent), [`book-${id}-attempt-2`]);
       assert.equal(server.maxInFlight(), 1);
     } finally {
       await running.stop();

@@ -7,7 +7,7 @@
 import assert from "node:assert/strict";
 import { connect } from "../../../lib/db.ts";
 import * as ingestion from "../../../queues/ingestion/mod.ts";
-import { REPAIR_BUDGET_MS } from "../../../queues/ingestion/assets.ts";
+import { REPAIR_BUDGET_MS } from "../../../queues/ingestion/_assets.ts";
 import { dbTest, type TestDb, waitFor, within } from "../../_db.ts";
 import {
   ingestionContext,

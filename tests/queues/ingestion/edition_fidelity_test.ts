@@ -6,6 +6,7 @@
  *
  * @module
  */
+import { testControl } from "../../_api.ts";
 import assert from "node:assert/strict";
 import * as ingestion from "../../../queues/ingestion/mod.ts";
 import { ingestionRoutes } from "../../../queues/ingestion/routes.ts";
@@ -73,7 +74,7 @@ dbTest(
   "GET /internal/ingestion/jobs/:id returns the job's edition: language, direction, warnings",
   async (db) => {
     const ctx = await ingestionContext(db);
-    const api = ingestionRoutes(ctx);
+    const api = ingestionRoutes(ctx, testControl(ctx));
     const queued = await insertJob(db, "none.epub");
     const before = await (await api.request(`/jobs/${queued}`)).json();
     assert.equal(before.edition, null);
@@ -153,6 +154,29 @@ dbTest(
       "1-i10.png",
       "2-i20.png",
     ]);
+  },
+);
+
+dbTest(
+  "run() stores a Gutenberg book's licence with its edition, never in a chapter; a re-ingest replaces it",
+  async (db) => {
+    const ctx = await ingestionContext(db);
+    const framed = await Deno.readFile(
+      new URL("../../fixtures/cases/r20-crlf-lines.txt", import.meta.url),
+    );
+    const first = await ingest(db, ctx, "r20.txt", framed);
+    const [edition] = await db.sql`select licence from editions where id = ${first.editionId}`;
+    assert.match(edition.licence, /^\*\*\* END OF THE PROJECT GUTENBERG EBOOK/);
+    assert.match(edition.licence, /set out in the licence that followed here\.$/);
+    const chapters = await db.sql`
+      select html from chapters where edition_id = ${first.editionId} order by position`;
+    assert.equal(chapters.length, 3);
+    for (const chapter of chapters) assert.doesNotMatch(chapter.html, /GUTENBERG|licence/);
+    // The same edition re-read from a file with no frame: no licence any more.
+    const plain = new TextEncoder().encode("CHAPTER 1\n\nText.\n\nCHAPTER 2\n\nMore.\n");
+    const second = await ingest(db, ctx, "plain.txt", plain, first.editionId);
+    const [after] = await db.sql`select licence from editions where id = ${second.editionId}`;
+    assert.equal(after.licence, null);
   },
 );
 

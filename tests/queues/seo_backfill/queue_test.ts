@@ -165,3 +165,133 @@ dbTest("give-back returns a claimed job to Queued without counting the attempt",
   assert.equal(late.status, 409);
   assert.equal((await db.sql`select status from seo_backfill_jobs`)[0].status, "Queued");
 });
+
+dbTest(
+  "a repeated claim key returns the same jobs and tokens, claims nothing new, and never a crew job",
+  async (db) => {
+    const { call } = hostApi(db);
+    // Property over batch sizes and how many jobs are queued: a first claim with a key takes
+    // min(limit, queued); every repeat (any limit, in parallel too) answers exactly those jobs.
+    for (const [queued, limit] of [[0, 3], [2, 5], [5, 3], [4, 1]]) {
+      await db.sql`delete from seo_backfill_jobs`;
+      const crew = await (await call("POST", "/seo/jobs/crew", {
+        edition_id: await insertEdition(db.sql, "Crew"),
+      })).json();
+      for (let i = 0; i < queued; i++) {
+        await call("POST", "/seo/jobs", { edition_id: await insertEdition(db.sql, `B${i}`) });
+      }
+      const key = crypto.randomUUID();
+      const claimOnce = async (n: number) =>
+        (await (await call("POST", "/seo/jobs/claim", { limit: n, claim_key: key })).json()).jobs;
+      // The first claim and two repeats race: the key's lock makes the repeats wait for it.
+      const answers = await Promise.all([claimOnce(limit), claimOnce(limit), claimOnce(limit)]);
+      const first = answers[0];
+      const shape = (jobs: Array<Record<string, unknown>>) =>
+        jobs.map((j) => [j.id, j.claim_token, j.attempt_count, j.status]);
+      assert.equal(first.length, Math.min(limit, queued), `queued ${queued}, limit ${limit}`);
+      for (const again of [...answers.slice(1), await claimOnce(1), await claimOnce(50)]) {
+        assert.deepEqual(shape(again), shape(first));
+      }
+      const rows = await db.sql`
+        select id, status, attempt_count from seo_backfill_jobs where claimed_via = 'poller'`;
+      assert.equal(rows.length, first.length);
+      assert.ok(rows.every((r) => r.status === "Running" && r.attempt_count === 1));
+      assert.ok(!first.some((j: { id: string }) => j.id === crew.id), "never the crew job");
+      const [c] = await db
+        .sql`select status, claim_key from seo_backfill_jobs where id = ${crew.id}`;
+      assert.deepEqual([c.status, c.claim_key], ["Running", null]);
+      // A new key (or none) claims what is left, as today.
+      const rest = (await (await call("POST", "/seo/jobs/claim", { limit: 50 })).json()).jobs;
+      assert.equal(rest.length, queued - first.length);
+    }
+  },
+);
+
+dbTest(
+  "the sweep runs before a keyed claim; a key whose jobs are all settled claims nothing",
+  async (db) => {
+    const { call } = hostApi(db, { staleAfterMs: 60_000 });
+    for (let i = 0; i < 3; i++) {
+      await call("POST", "/seo/jobs", { edition_id: await insertEdition(db.sql, `B${i}`) });
+    }
+    const key = crypto.randomUUID();
+    const claim = async (k: string) =>
+      (await (await call("POST", "/seo/jobs/claim", { limit: 2, claim_key: k })).json()).jobs;
+    const first = await claim(key);
+    assert.equal(first.length, 2);
+    // One of the key's jobs goes stale: the repeat's sweep fails it first, and the repeat returns
+    // only the one still Running.
+    await db.sql`
+      update seo_backfill_jobs set claimed_at = now() - interval '2 minutes' where id = ${
+      first[0].id
+    }`;
+    const again = await claim(key);
+    assert.deepEqual(again.map((j: { id: string }) => j.id), [first[1].id]);
+    const [swept] = await db.sql`select status, error from seo_backfill_jobs where id = ${
+      first[0].id
+    }`;
+    assert.equal(swept.status, "Failed");
+    assert.match(swept.error, /^interrupted/);
+    // The other is given back: the key has no Running job left and claims nothing, although a
+    // job is Queued.
+    const res = await call("POST", `/seo/jobs/${first[1].id}/give-back`, {
+      claim_token: first[1].claim_token,
+    });
+    assert.equal(res.status, 200);
+    assert.deepEqual(await claim(key), []);
+    assert.equal((await claim(crypto.randomUUID())).length, 2);
+    const bad = await call("POST", "/seo/jobs/claim", { claim_key: "not-a-uuid" });
+    assert.equal(bad.status, 400);
+    assert.match((await bad.json()).error, /Invalid claim_key/);
+  },
+);
+
+dbTest("POST /seo/jobs/give-back gives a batch back in one request, each fenced", async (db) => {
+  const { call } = hostApi(db);
+  for (let i = 0; i < 4; i++) {
+    await call("POST", "/seo/jobs", { edition_id: await insertEdition(db.sql, `B${i}`) });
+  }
+  const jobs = (await (await call("POST", "/seo/jobs/claim", { limit: 4 })).json()).jobs;
+  // The last one is completed first: its give-back is refused (409-like "lost").
+  await call("POST", `/seo/jobs/${jobs[3].id}/complete`, {
+    claim_token: jobs[3].claim_token,
+    result: FIELDS,
+  });
+  const body = {
+    jobs: [
+      ...jobs.map((j: { id: string; claim_token: string }) => ({
+        id: j.id,
+        claim_token: j.claim_token,
+      })),
+      { id: "987654", claim_token: jobs[0].claim_token },
+    ],
+  };
+  const res = await call("POST", "/seo/jobs/give-back", body);
+  assert.equal(res.status, 200);
+  const outcomes = (await res.json()).jobs.map((o: Record<string, unknown>) => [
+    o.id,
+    o.outcome,
+    o.status,
+  ]);
+  assert.deepEqual(outcomes, [
+    [jobs[0].id, "settled", "Queued"],
+    [jobs[1].id, "settled", "Queued"],
+    [jobs[2].id, "settled", "Queued"],
+    [jobs[3].id, "lost", "Completed"],
+    ["987654", "absent", null],
+  ]);
+  const rows = await db.sql`select status, attempt_count from seo_backfill_jobs order by id`;
+  assert.deepEqual(rows.map((r) => [r.status, r.attempt_count]), [
+    ["Queued", 0],
+    ["Queued", 0],
+    ["Queued", 0],
+    ["Completed", 1],
+  ]);
+  // A repeat answers "repeated" and changes nothing.
+  const repeat = await (await call("POST", "/seo/jobs/give-back", { jobs: body.jobs.slice(0, 1) }))
+    .json();
+  assert.deepEqual(repeat.jobs[0].outcome, "repeated");
+  assert.equal((await call("POST", "/seo/jobs/give-back", { jobs: [] })).status, 400);
+  const dup = await call("POST", "/seo/jobs/give-back", { jobs: [body.jobs[0], body.jobs[0]] });
+  assert.equal(dup.status, 400);
+});

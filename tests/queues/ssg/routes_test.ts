@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import * as ssg from "../../../queues/ssg/mod.ts";
 import { editionRoutes, ssgRoutes } from "../../../queues/ssg/routes.ts";
-import { testApi } from "../../_api.ts";
+import { testApi, testControl } from "../../_api.ts";
 import { dbTest, type TestDb } from "../../_db.ts";
 import { insertEdition, ssgContext, ssgJob } from "../../_ssg.ts";
 
@@ -10,7 +10,7 @@ const TOKEN = "ssg-test-token-0123456789";
 async function setup(db: TestDb) {
   const ctx = await ssgContext(db);
   const app = testApi(ctx, TOKEN, {
-    routes: { "/ssg": ssgRoutes(ctx), "/editions": editionRoutes(ctx) },
+    routes: { "/ssg": ssgRoutes(ctx, testControl(ctx)), "/editions": editionRoutes(ctx) },
   });
   const request = async (method: string, path: string) => {
     const res = await app.request(path, {

@@ -5,6 +5,10 @@ import { buildsDir } from "../../../site/builds.ts";
 import { keepResolvableRefs } from "../../../site/render.ts";
 import { dbTest, type TestDb } from "../../_db.ts";
 import { checkLinks, insertEdition, snapshot, ssgContext, ssgJob } from "../../_ssg.ts";
+import { PNG } from "../../_epub.ts";
+
+/** The start of a JPEG file (SOI and a JFIF APP0 marker): what a type sniffer reads. */
+const JPEG = Uint8Array.from([0xff, 0xd8, 0xff, 0xe0, 0x00, 0x10, 0x4a, 0x46, 0x49, 0x46, 0x00]);
 
 type Ctx = Awaited<ReturnType<typeof ssgContext>>;
 
@@ -32,10 +36,13 @@ async function library(db: TestDb, ctx: Ctx) {
       { title: "Two", html: '<p id="x">Second. <img src="./cover.jpg" alt="c" /></p>' },
       { title: "Three", html: "<p>Third.</p>" },
     ],
-    assets: { "images/fig 1.png": "PNG1", "cover.jpg": "JPG", "index.html": "not a page" },
+    assets: { "images/fig 1.png": PNG, "cover.jpg": JPEG, "index.html": "not a page" },
   });
-  // A symlink in the asset folder must not publish what it points to.
-  await Deno.symlink("/etc/hostname", join(ctx.storageDir, "editions", first, "v1", "leak.txt"));
+  // A symlink in the asset folder must not publish what it points to, even a real image (a file
+  // of its type passes every other check).
+  const privateImage = join(await Deno.makeTempDir({ prefix: "textstack-private-" }), "p.png");
+  await Deno.writeFile(privateImage, PNG);
+  await Deno.symlink(privateImage, join(ctx.storageDir, "editions", first, "v1", "leak.png"));
   const second = await insertEdition(db, ctx.storageDir, {
     title: "Second Book",
     chapters: [{ title: "Only", html: "<p>Alone.</p>" }],
@@ -68,8 +75,8 @@ dbTest("run() builds a site whose every internal href and src resolves to a file
     "index.html",
   ]);
   const files = await snapshot(ctx.siteDir);
-  assert.equal(new TextDecoder().decode(files.get(`editions/${first}/images/fig 1.png`)), "PNG1");
-  assert.ok(!files.has(`editions/${first}/leak.txt`), "a symlinked asset was published");
+  assert.deepEqual(files.get(`editions/${first}/images/fig 1.png`), PNG);
+  assert.ok(!files.has(`editions/${first}/leak.png`), "a symlinked asset was published");
   assert.ok(![...files.keys()].some((p) => p.startsWith(`editions/${hidden}/`)));
 
   const chapter1 = new TextDecoder().decode(files.get(`editions/${first}/1.html`));

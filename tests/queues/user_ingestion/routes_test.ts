@@ -9,7 +9,7 @@ import assert from "node:assert/strict";
 import { MAX_BODY_BYTES } from "../../../lib/http/api.ts";
 import { UNLIMITED_BODY_PATHS, userBookRoutes } from "../../../queues/user_ingestion/routes.ts";
 import { enrichmentRoutes } from "../../../queues/enrichment/routes.ts";
-import { testApi } from "../../_api.ts";
+import { testApi, testControl } from "../../_api.ts";
 import { dbTest, type TestDb } from "../../_db.ts";
 import { epubBytes, userIngestionContext } from "../../_user_books.ts";
 
@@ -20,8 +20,8 @@ async function setup(db: TestDb, maxUploadBytes = 1024 * 1024) {
   const ctx = await userIngestionContext(db);
   const app = testApi(ctx, TOKEN, {
     routes: {
-      "/user-books": userBookRoutes(ctx, maxUploadBytes),
-      "/enrichment": enrichmentRoutes(ctx),
+      "/user-books": userBookRoutes(ctx, maxUploadBytes, testControl(ctx)),
+      "/enrichment": enrichmentRoutes(ctx, testControl(ctx)),
     },
     unlimitedBodies: UNLIMITED_BODY_PATHS,
   });

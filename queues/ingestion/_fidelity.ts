@@ -1,5 +1,5 @@
 /**
- * What the ingestion queue stores about an edition beyond its chapters (issue 10, sql/
+ * What the ingestion queue stores about an edition beyond its chapters (sql/
  * 008_edition_fidelity.sql): the resources the chapters use (language, direction and warnings are
  * written by the save's own statement); and the summary of an edition that
  * `GET /internal/ingestion/jobs/:id` returns.
@@ -12,14 +12,14 @@ import type { BookWarning, ExtractedBook } from "../../books/extract.ts";
 /**
  * Resource bytes per insert statement. postgres.js sends bytea as hex text, twice this, held as a
  * string and a buffer while the statement is sent: 2 MiB keeps that ~8 MB of a 10 MB book's
- * ingest peak, where 8 MiB cost ~50 MB (issue 10: "peak worker RSS ≤ 300 MB").
+ * ingest peak, where 8 MiB cost ~50 MB ("peak worker RSS ≤ 300 MB").
  */
 const RESOURCE_BATCH_BYTES = 2 * 1024 * 1024;
 
 /**
- * Store an edition's resources inside the transaction that saves it (issue 10); the save's own
+ * Store an edition's resources inside the transaction that saves it; the save's own
  * statement has already stored its language, direction and warnings and deleted a previous
- * ingest's resources (queues/ingestion/mod.ts, issue 11: one statement for all of that).
+ * ingest's resources (queues/ingestion/mod.ts: one statement for all of that).
  *
  * @param tx the completing transaction.
  * @param editionId the edition just inserted or updated.

@@ -6,6 +6,7 @@
  */
 import type { QueueContext } from "../../lib/queue.ts";
 import type { SiteSource } from "../../site/render.ts";
+import type { EditionSummary } from "../../site/pages.tsx";
 
 // A query cancelled (pg_cancel_backend through postgres.js) when `signal` aborts, so a shutdown
 // never waits on a slow read.
@@ -28,8 +29,9 @@ export function siteSource(ctx: QueueContext): SiteSource {
   return {
     list: (signal) =>
       abortable(
-        ctx.sql<{ id: string; title: string; author: string | null }[]>`
-          select id, title, author from editions
+        ctx.sql<EditionSummary[]>`
+          select id, title, author, language, direction, meta_description as description, licence
+          from editions
           where published_at is not null
           order by published_at desc, id desc`,
         signal,
@@ -41,10 +43,11 @@ export function siteSource(ctx: QueueContext): SiteSource {
         ctx.sql<
           {
             asset_version: number;
+            assets_version: number;
             chapters: { position: number; title: string; html: string }[];
           }[]
         >`
-          select e.asset_version,
+          select e.asset_version, e.assets_version,
             (select coalesce(json_agg(json_build_object(
                       'position', c.position, 'title', c.title, 'html', c.html)
                     order by c.position), '[]'::json)
@@ -53,7 +56,13 @@ export function siteSource(ctx: QueueContext): SiteSource {
           where e.id = ${id} and e.published_at is not null`,
         signal,
       );
-      return row ? { assetVersion: row.asset_version, chapters: row.chapters } : null;
+      return row
+        ? {
+          assetVersion: row.asset_version,
+          writtenVersion: row.assets_version,
+          chapters: row.chapters,
+        }
+        : null;
     },
   };
 }

@@ -1,41 +1,50 @@
 /**
- * The bench's no-op queue (issue 11): table `bench_noop_jobs` (created by {@linkcode createTable}
- * in the bench's schema), drained by the real consumer so the runtime's own per-job cost is
- * measured apart from any work. Same `Queue` contract as `queues/`:
+ * The smallest complete queue: table `noop_jobs` (examples/noop/table.sql), whose jobs do nothing.
+ * It is the example queues/README.md points to, kept out of `queues/` and of main.ts's list so it
+ * never runs in production: tests/process/new_queue_test.ts adds it to a scratch copy of the
+ * repository as a new queue would be added, and the bench drains it with the real consumer to
+ * measure the runtime's own cost per job.
  *
  * - Queued → Processing: {@linkcode claim} (counts the attempt, stamps `claimed_by`), or the
  *   chained claim of {@linkcode run}.
  * - Processing → Completed: {@linkcode run}, one fenced statement that also claims the next job
- *   when the consumer allows it (`claimNext`): one statement and one commit per job (issue 11).
- * - Processing → Queued: {@linkcode giveBack} on shutdown (attempt un-counted).
+ *   when the consumer allows it (`claimNext`): one statement and one commit per job.
+ * - Processing → Queued: {@linkcode giveBack} on shutdown (attempt not counted).
+ * - Processing → Queued: {@linkcode recoverOrphans} when the consumer takes the lock (every row
+ *   in flight is orphaned; a no-op job is safe to run again, so its attempt is given back too).
  *
- * No stale rule and no recovery: the bench never crashes a consumer, so {@linkcode recover} does
- * nothing (what a queue's sweep costs is the queue's own figure, not the runtime's); it runs on the
- * poll tick (`recoverOn`), which is what lets the consumer chain claims.
+ * No stale rule: {@linkcode recover} does nothing, on the poll tick (`recoverOn`), which is what
+ * lets the consumer chain claims. No attempts cap: a no-op job cannot fail.
  *
  * @module
  */
-import type { QueueDefaults } from "../lib/config.ts";
-import type { ClaimedJob, ClaimNext, QueueContext, RecoverOn } from "../lib/queue.ts";
-import type { Fragment, Sql } from "../lib/db.ts";
+import type { QueueDefaults } from "../../lib/config.ts";
+import type {
+  ClaimedJob,
+  ClaimNext,
+  OrphanScope,
+  QueueContext,
+  RecoverOn,
+} from "../../lib/queue.ts";
+import type { Fragment, Sql } from "../../lib/db.ts";
 
-export const name = "bench_noop";
-export const table = "bench_noop_jobs";
+export const name = "noop";
+export const table = "noop_jobs";
 export const defaults: QueueDefaults = {
-  envPrefix: "BENCH_NOOP",
+  envPrefix: "NOOP",
   staleAfterMs: 600_000,
   timeoutMs: 60_000,
 };
 export const recoverOn: RecoverOn = "poll";
 
-/** The bench's context: what it observes of the drain, in process. */
+/** The queue's context: the shared one, and what an observer (the bench) sees of the drain. */
 export interface NoopContext extends QueueContext {
   /** Called with every claim's result (null: the queue was empty). */
-  onClaim(job: NoopJob | null): void;
+  onClaim?(job: NoopJob | null): void;
   /** Called as a claim of its own (not a chained one) is handed to the driver. */
   onClaimSent?(): void;
   /** Called once a job's fenced completion has committed; `settled` false when the fence missed. */
-  onComplete(job: NoopJob, settled: boolean): void;
+  onComplete?(job: NoopJob, settled: boolean): void;
 }
 
 /** A claimed no-op job, as the claim wrote it (the fence). */
@@ -43,40 +52,19 @@ export interface NoopJob extends ClaimedJob {
   readonly claimed_by: string;
 }
 
+/** The queue's migration: what `sql/NNN_noop.sql` holds once the queue is added. */
+export const TABLE_SQL = new URL("./table.sql", import.meta.url);
+
 /**
  * Create the queue's table, claim index and NOTIFY triggers in the current schema, which must
- * already hold `notify_queue()` (sql/002_queue_common.sql). `enqueued_xid` lets the bench read
- * the inserting transaction's commit time (`track_commit_timestamp`) for the wake latency.
+ * already hold `notify_queue()` and `notify_queue_row()` (the migrations in `sql/`): the bench's
+ * way to add the queue without a migration of its own.
  *
- * @param sql a client whose `search_path` starts with the bench's schema.
+ * @param sql a client whose `search_path` starts with the schema.
  */
 export async function createTable(sql: Sql): Promise<void> {
-  await sql`
-    create table bench_noop_jobs (
-      id bigint generated always as identity primary key,
-      status text not null default 'Queued'
-        check (status in ('Queued', 'Processing', 'Completed', 'Failed')),
-      attempt_count integer not null default 0,
-      claimed_by uuid,
-      claimed_at timestamptz,
-      finished_at timestamptz,
-      enqueued_xid xid8 not null default pg_current_xact_id(),
-      created_at timestamptz not null default clock_timestamp()
-    )`;
-  await sql`
-    create index bench_noop_jobs_claimable on bench_noop_jobs (id)
-    where status in ('Queued', 'Processing')`;
-  // The triggers of the real queues (sql/002 for inserts, sql/009 for updates).
-  await sql`
-    create trigger bench_noop_jobs_notify_insert
-    after insert on bench_noop_jobs
-    referencing new table as new_rows
-    for each statement execute function notify_queue()`;
-  await sql`
-    create trigger bench_noop_jobs_notify_update
-    after update on bench_noop_jobs
-    for each row when (new.status = 'Queued')
-    execute function notify_queue_row()`;
+  // DDL from the repository's own file, no values: nothing to bind.
+  await sql.unsafe(await Deno.readTextFile(TABLE_SQL));
 }
 
 /** Nothing to recover: see the module comment. */
@@ -84,14 +72,25 @@ export function recover(_ctx: NoopContext, _signal: AbortSignal): Promise<void> 
   return Promise.resolve();
 }
 
-/** Nothing is orphaned: the bench's table is new and only this consumer claims from it. */
-export function recoverOrphans(_ctx: NoopContext, _signal: AbortSignal): Promise<void> {
-  return Promise.resolve();
+/**
+ * Give back every row in flight when the consumer takes the lock (scope `"all"`: the lock proves
+ * their consumer gone), or only this boot's (scope `"own"`): `Queued`, the attempt not counted.
+ */
+export async function recoverOrphans(
+  ctx: NoopContext,
+  _signal: AbortSignal,
+  scope: OrphanScope = "all",
+): Promise<void> {
+  await ctx.sql`
+    update noop_jobs
+    set status = 'Queued', attempt_count = attempt_count - 1, claimed_by = null, claimed_at = null
+    where status = 'Processing'
+      ${scope === "own" ? ctx.sql`and claimed_by = ${ctx.bootId}` : ctx.sql``}`;
 }
 
 /**
  * Claim the oldest `Queued` job: the scalar `id = (select … for update skip locked limit 1)`
- * (STYLE.md §3), counting the attempt and stamping this boot's id. `claimed_at` is
+ * (docs/development.md, SQL), counting the attempt and stamping this boot's id. `claimed_at` is
  * `clock_timestamp()`, the moment of the claim, for the wake latency.
  *
  * @returns the claimed job, or null when nothing is queued.
@@ -99,17 +98,17 @@ export function recoverOrphans(_ctx: NoopContext, _signal: AbortSignal): Promise
 export async function claim(ctx: NoopContext, lockHeld?: Fragment): Promise<NoopJob | null> {
   ctx.onClaimSent?.();
   const [job] = await ctx.sql<NoopJob[]>`${claimStatement(ctx, lockHeld ?? ctx.sql`true`)}`;
-  ctx.onClaim(job ?? null);
+  ctx.onClaim?.(job ?? null);
   return job ?? null;
 }
 
 function claimStatement(ctx: NoopContext, where: Fragment): Fragment {
   return ctx.sql`
-    update bench_noop_jobs
+    update noop_jobs
     set status = 'Processing', attempt_count = attempt_count + 1, claimed_by = ${ctx.bootId},
         claimed_at = clock_timestamp()
     where id = (
-      select id from bench_noop_jobs
+      select id from noop_jobs
       where ${where} and status = 'Queued'
       order by id
       for update skip locked
@@ -139,7 +138,7 @@ export async function run(
     { done: boolean; id: string | null; attempt_count: number | null; claimed_by: string | null }[]
   >`
     with done as (
-      update bench_noop_jobs
+      update noop_jobs
       set status = 'Completed', claimed_by = null, finished_at = clock_timestamp()
       where id = ${job.id} and status = 'Processing' and attempt_count = ${job.attempt_count}
         and claimed_by = ${job.claimed_by}
@@ -151,12 +150,12 @@ export async function run(
   if (!row.done) {
     ctx.log.warn({ queue: name, id: job.id }, "completion matched no row: the claim was lost");
   }
-  ctx.onComplete(job, row.done);
+  ctx.onComplete?.(job, row.done);
   if (!fence) return;
   const next = row.id === null
     ? null
     : { id: row.id, attempt_count: row.attempt_count!, claimed_by: row.claimed_by! };
-  ctx.onClaim(next);
+  ctx.onClaim?.(next);
   return next;
 }
 
@@ -167,7 +166,7 @@ export async function run(
  */
 export async function giveBack(ctx: NoopContext, job: NoopJob): Promise<boolean> {
   const rows = await ctx.sql`
-    update bench_noop_jobs
+    update noop_jobs
     set status = 'Queued', attempt_count = attempt_count - 1, claimed_by = null, claimed_at = null
     where id = ${job.id} and status = 'Processing' and attempt_count = ${job.attempt_count}
       and claimed_by = ${job.claimed_by}`;

@@ -26,7 +26,7 @@ export const REPAIR_RETRY_MS = 60_000;
  * @param resources the files the chapters use (see `writeAssets`).
  * @param signal stops the write between files (it is then redone by {@linkcode repairAssets}).
  * @param fresh a new edition's first version: nothing was ever written under its id, so it is
- *   written straight into place and there is no other version to delete (issue 11).
+ *   written straight into place and there is no other version to delete.
  * @throws the file-system error, or `signal.reason`.
  */
 export async function publishAssets(
@@ -43,13 +43,30 @@ export async function publishAssets(
   });
   if (!fresh) await removeOtherAssetVersions(ctx.storageDir, editionId, version);
   // Fenced on the version: a newer ingest of the same edition must not be marked written by this.
+  // A published edition's site needs a rebuild once its assets are complete (a rebuild refuses
+  // to go live without them, queues/ssg/mod.ts): queued in the same statement, joining a Queued
+  // Full rebuild when there is one (the one-Queued index) — and only when no other published
+  // edition still lacks its assets, since that rebuild would fail for the same cause (the write
+  // that completes the last of them queues it). Only a completed write queues one — never a
+  // failed rebuild or a timer (ADR-022 removed the periodic trigger: a rebuild failing for good
+  // was queued again forever).
   await ctx.sql`
-    update editions set assets_version = ${version}
-    where id = ${editionId} and asset_version = ${version}`;
+    with written as (
+      update editions set assets_version = ${version}
+      where id = ${editionId} and asset_version = ${version} and assets_version <> ${version}
+      returning published_at
+    )
+    insert into ssg_rebuild_jobs (kind)
+    select 'Full' from written
+    where published_at is not null
+      and not exists (
+        select 1 from editions
+        where id <> ${editionId} and published_at is not null and assets_version <> asset_version)
+    on conflict (kind) where status = 'Queued' do nothing`;
 }
 
 // A read the signal cancels (`pg_cancel_backend` through postgres.js's cancel request): a read
-// waiting on a lock must not hold the wake past its budget (issue 9, review).
+// waiting on a lock must not hold the wake past its budget.
 async function bounded<T>(query: { cancel(): void } & Promise<T>, signal: AbortSignal): Promise<T> {
   const cancel = () => query.cancel();
   signal.addEventListener("abort", cancel, { once: true });
@@ -64,7 +81,7 @@ async function bounded<T>(query: { cancel(): void } & Promise<T>, signal: AbortS
 
 /**
  * Rewrite the assets of editions whose written version lags the saved one, until `signal`
- * aborts: it cancels the statement in progress and stops between files (issue 9, review: the
+ * aborts: it cancels the statement in progress and stops between files (the
  * repair is bounded by time; the caller passes its budget in the signal).
  *
  * @returns how many editions were repaired.

@@ -1,10 +1,31 @@
 /**
  * The IndexNow client: tells search engines a URL changed (https://www.indexnow.org/documentation).
- * Best effort: auto-publish calls it through a bounded channel and a hosted drain after its commit
- * (ADR-052), never inside a transaction.
+ * Auto-publish's complete records the ping in the outbox in its own transaction
+ * ({@linkcode recordPing}); the outbox drain (lib/outbox.ts) delivers it after the commit, at least
+ * once and once per edition and asset version — never from inside a transaction.
  *
  * @module
  */
+import type { Sql, TxSql } from "../../lib/db.ts";
+
+/** The outbox kind of a ping. */
+export const OUTBOX_KIND = "indexnow";
+
+/**
+ * Record an edition's ping in the caller's transaction, keyed `edition-<id>-v<asset version>`: a
+ * retried complete, or a second publish of the same version, records nothing new.
+ *
+ * @returns 1 when recorded, 0 when this edition and version already were (or no such edition).
+ */
+export async function recordPing(sql: Sql | TxSql, editionId: string): Promise<number> {
+  const rows = await sql`
+    insert into outbox (kind, dedup_key, payload)
+    select ${OUTBOX_KIND}, 'edition-' || id || '-v' || asset_version,
+           jsonb_build_object('edition_id', id::text, 'asset_version', asset_version)
+    from editions where id = ${editionId}
+    on conflict (kind, dedup_key) do nothing`;
+  return rows.count;
+}
 
 /** Where and how to ping, from `INDEXNOW_URL`, `INDEXNOW_KEY` and `SITE_URL`. */
 export interface IndexNowSettings {

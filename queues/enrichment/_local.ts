@@ -1,5 +1,5 @@
 /**
- * The local enrichment engine (issue 7): no network, no key. From a book's chapter HTML it derives
+ * The local enrichment engine: no network, no key. From a book's chapter HTML it derives
  * the language (ISO 639-1), word and character counts, the reading time, a readability grade and
  * the top keywords, each with a maintained library where one exists:
  *

@@ -1,0 +1,150 @@
+/**
+ * `DATABASE_URL` read as libpq reads a URI (lib/database_url.ts): every form postgres.js can be
+ * given (a host list, a local socket, IPv6, %-escaped user info) is accepted and reaches the
+ * server; a URL the worker cannot use is refused with a message that never holds its password.
+ */
+import assert from "node:assert/strict";
+import { ConfigError, parseConfig } from "../../lib/config.ts";
+import { DatabaseUrlError, driverOptions, parseDatabaseUrl } from "../../lib/database_url.ts";
+import { openClient } from "../../lib/db.ts";
+import { testUrl } from "../_db.ts";
+import { freePort } from "../_fs.ts";
+
+// Random text over characters that need escaping in user info: every one must survive.
+function randomText(n: number): string {
+  const alphabet = "abcXYZ019:@/?#%&=+ ,;[]!$'()*~-._é€";
+  return Array.from({ length: n }, () => alphabet[Math.floor(Math.random() * alphabet.length)])
+    .join("");
+}
+const randomHost = () =>
+  [
+    () => `db${Math.floor(Math.random() * 100)}.internal`,
+    () => `10.0.${Math.floor(Math.random() * 255)}.${Math.floor(Math.random() * 255)}`,
+    () => "[::1]",
+    () => "[fe80::1:2]",
+  ][Math.floor(Math.random() * 4)]();
+
+Deno.test("parseDatabaseUrl(): host lists with ports, user info and the database survive any escaping", () => {
+  for (let i = 0; i < 300; i++) {
+    const user = randomText(1 + Math.floor(Math.random() * 8));
+    const password = randomText(Math.floor(Math.random() * 12));
+    const database = randomText(1 + Math.floor(Math.random() * 6)).replaceAll("/", "");
+    const n = 1 + Math.floor(Math.random() * 3);
+    const hosts = Array.from({ length: n }, randomHost);
+    const ports = hosts.map(
+      () => (Math.random() < 0.3 ? undefined : 1 + Math.floor(Math.random() * 65535)),
+    );
+    const attrs = ["", "read-write", "primary", "any"][Math.floor(Math.random() * 4)];
+    const raw = `postgres${Math.random() < 0.5 ? "ql" : ""}://${encodeURIComponent(user)}:${
+      encodeURIComponent(password)
+    }@${hosts.map((h, j) => ports[j] === undefined ? h : `${h}:${ports[j]}`).join(",")}/${
+      encodeURIComponent(database)
+    }?sslmode=disable${attrs ? `&target_session_attrs=${attrs}` : ""}`;
+    const t = parseDatabaseUrl(raw);
+    assert.deepEqual(t.hosts, hosts.map((h) => h.replace(/^\[|\]$/g, "")), raw);
+    assert.deepEqual(t.ports, ports.map((p) => p ?? 5432), raw);
+    assert.equal(t.user, user);
+    assert.equal(t.password, password);
+    assert.equal(t.database, database);
+    assert.equal(t.socketPath, undefined);
+    assert.equal(t.targetSessionAttrs, attrs || undefined);
+    assert.equal(t.query, "sslmode=disable");
+    // A host list is always opened with the primary check; one host gets none from the driver.
+    assert.equal(driverOptions(raw).options.target_session_attrs, n > 1 ? "primary" : undefined);
+    // And parseConfig takes it as it is.
+    assert.equal(parseConfig({ DATABASE_URL: raw }).databaseUrl, raw);
+  }
+});
+
+Deno.test("parseDatabaseUrl(): a local socket directory, as ?host= or %-escaped as the host", () => {
+  for (const dir of ["/var/run/postgresql", "/tmp", "/run/pg sockets/x"]) {
+    for (const port of [undefined, 5432, 6543]) {
+      const file = `${dir}/.s.PGSQL.${port ?? 5432}`;
+      const forms = [
+        `postgres:///db?host=${encodeURIComponent(dir)}${port ? `&port=${port}` : ""}`,
+        `postgres://u@${encodeURIComponent(dir)}${port ? `:${port}` : ""}/db`,
+        `postgresql://u:pw@/db?host=${dir.replaceAll(" ", "%20")}${port ? `&port=${port}` : ""}`,
+      ];
+      for (const raw of forms) {
+        const t = parseDatabaseUrl(raw);
+        assert.equal(t.socketPath, file, raw);
+        assert.deepEqual(t.hosts, [], raw);
+        assert.equal(t.database, "db");
+        assert.equal(parseConfig({ DATABASE_URL: raw }).databaseUrl, raw);
+      }
+    }
+  }
+});
+
+Deno.test("parseConfig(): a DATABASE_URL the worker cannot use is refused, naming the setting and never its password", () => {
+  const secret = "s3cr3t-Pa55";
+  const bad = [
+    `mysql://u:${secret}@h/db`,
+    `postgres://u:${secret}@/db`,
+    `postgres://u:${secret}@h:99999/db`,
+    `postgres://u:${secret}@h:0/db`,
+    `postgres://u:${secret}@h:12ab/db`,
+    `postgres://u:${secret}%zz@h/db`,
+    `postgres://u%zz:${secret}@h/db`,
+    `postgres://u:${secret}@h1:5432,/db`,
+    `postgres://u:${secret}@h1,%2Ftmp/db`,
+    `postgres://u:${secret}@[::1/db`,
+    `postgres://u:${secret}@h/db?target_session_attrs=standby`,
+    `postgres://u:${secret}@h/db?target_session_attrs=read-only`,
+    `postgres://u:${secret}@h/db?target_session_attrs=prefer-standby`,
+    `postgres://u:${secret}@h/db?target_session_attrs=whatever`,
+    `postgres://u:${secret}@h1,h2/db?port=1,2,3`,
+    `postgres://u:${secret}@h/db/extra`,
+  ];
+  for (const raw of bad) {
+    assert.throws(() => parseDatabaseUrl(raw), DatabaseUrlError, raw);
+    assert.throws(() => parseConfig({ DATABASE_URL: raw }), (err: unknown) => {
+      assert.ok(err instanceof ConfigError, raw);
+      assert.match(err.message, /^Cannot parse DATABASE_URL: /);
+      assert.ok(!err.message.includes(secret), `${err.message} holds the password`);
+      assert.ok(!err.message.includes(raw), `${err.message} quotes the URL`);
+      return true;
+    });
+  }
+});
+
+Deno.test("openClient(): a host list whose first host is down, and a local socket URL, reach the server", async () => {
+  const url = new URL(testUrl());
+  const dead = freePort();
+  const user = encodeURIComponent(decodeURIComponent(url.username));
+  const auth = url.password ? `${user}:${url.password}` : user;
+  const db = url.pathname.slice(1);
+  const urls = [
+    `postgres://${auth}@127.0.0.1:${dead},${url.hostname}:${
+      url.port || 5432
+    }/${db}?target_session_attrs=read-write`,
+    `postgres://${auth}@127.0.0.1:${dead},${url.hostname}:${
+      url.port || 5432
+    }/${db}?target_session_attrs=primary`,
+  ];
+  const socketDir = "/var/run/postgresql";
+  const socketPort = url.port || "5432";
+  let socket = false;
+  try {
+    socket = Deno.statSync(`${socketDir}/.s.PGSQL.${socketPort}`).isSocket === true;
+  } catch { /* no local server socket */ }
+  if (socket) {
+    urls.push(`postgres:///${db}?host=${socketDir}&port=${socketPort}&user=${user}`);
+    urls.push(`postgres://${auth}@${encodeURIComponent(socketDir)}:${socketPort}/${db}`);
+  } else if (Deno.env.get("CI") === "true") {
+    throw new Error(`CI: no PostgreSQL socket at ${socketDir} for the local-socket URL forms`);
+  } else {
+    console.warn(`skipping the local-socket forms: no PostgreSQL socket at ${socketDir}`);
+  }
+  for (const raw of urls) {
+    const sql = openClient(raw, { max: 1, connect_timeout: 5, onnotice: () => {} });
+    try {
+      const [row] = await sql<{ db: string; socket: boolean }[]>`
+        select current_database() as db, inet_server_addr() is null as socket`;
+      assert.equal(row.db, db, raw);
+      assert.equal(row.socket, raw.includes("host=") || raw.includes("%2F"), raw);
+    } finally {
+      await sql.end({ timeout: 1 });
+    }
+  }
+});
