@@ -83,3 +83,28 @@ Deno.test("redact hides the password of a malformed or unregistered database URL
     "connect to postgres://u:***@db:5432/x failed",
   );
 });
+
+Deno.test("the process logger writes every line redacted: a registered token and a URL password never reach stdout", async () => {
+  const token = "log-test-token-0123456789abcdef";
+  const script = `
+    import { createLogger } from "${new URL("../../lib/log.ts", import.meta.url).href}";
+    import { registerSecretsFrom } from "${new URL("../../lib/redact.ts", import.meta.url).href}";
+    registerSecretsFrom({ INTERNAL_API_TOKEN: "${token}" });
+    const log = createLogger("info");
+    log.warn({ err: "connect postgres://app:pw-in-url-77@db:5432/x failed" }, "request failed");
+    log.info({ note: "Authorization: Bearer ${token}" }, "runtime message");
+    log.error({ err: new Error("token ${token} refused") }, "startup failed");
+  `;
+  const out = await new Deno.Command(Deno.execPath(), {
+    args: ["eval", "--ext=ts", script],
+    cwd: new URL("../..", import.meta.url).pathname,
+    stdout: "piped",
+    stderr: "piped",
+  }).output();
+  const text = new TextDecoder().decode(out.stdout);
+  assert.equal(out.code, 0, new TextDecoder().decode(out.stderr));
+  assert.equal(text.trim().split("\n").length, 3, text);
+  assert.ok(!text.includes(token), text);
+  assert.ok(!text.includes("pw-in-url-77"), text);
+  assert.match(text, /postgres:\/\/app:\*\*\*@db:5432/);
+});
