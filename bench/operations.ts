@@ -24,7 +24,7 @@ import { StatsCache } from "../lib/admin/stats_cache.ts";
 import { adminRoutes } from "../lib/admin/dashboard.tsx";
 import { ingestionRoutes } from "../queues/ingestion/routes.ts";
 import { ingestionView } from "../queues/ingestion/view.ts";
-import * as ingestion from "../queues/ingestion/mod.ts";
+import * as ingestionJobs from "../queues/ingestion/jobs.ts";
 
 const FINISHED = 1_000_000;
 const FAILED_EVERY = 100; // 10,000 Failed among the finished rows
@@ -151,7 +151,7 @@ export async function operationsBench(url: string): Promise<{
     await counted`select 1`; // the driver's own type lookups, before the count
     statements.length = 0;
     const t0 = performance.now();
-    const outcome = await ingestion.bulkRetry(
+    const outcome = await ingestionJobs.bulkRetry(
       { ...ctx, sql: counted },
       { status: "Failed" },
       false,

@@ -199,15 +199,30 @@ function queueRoutes(name: string | undefined): [string, QueueRoutes] {
   return [name, routes];
 }
 
+/** Largest id the API takes (PostgreSQL bigint). */
+const MAX_ID = 9223372036854775807n;
+
 function jobId(id: string | undefined): string {
-  if (!id || !/^[1-9]\d{0,18}$/.test(id)) {
+  if (!id || !/^[1-9]\d{0,18}$/.test(id) || BigInt(id) > MAX_ID) {
     throw new CliError(
-      `Expected a job id (a positive integer), got ${JSON.stringify(id ?? "")}`,
+      `Expected a job id (a positive integer up to ${MAX_ID}), got ${JSON.stringify(id ?? "")}`,
       EXIT.usage,
     );
   }
   return id;
 }
+
+/** The most positional arguments each command takes after its name (`retry`: an id or none). */
+const ARITY: Readonly<Record<string, number>> = {
+  queues: 0,
+  stats: 0,
+  list: 1,
+  show: 2,
+  retry: 2,
+  cancel: 2,
+  pause: 1,
+  resume: 1,
+};
 
 /**
  * Run one command.
@@ -245,6 +260,15 @@ export async function main(args: string[], io: CliEnv): Promise<number> {
     const base = (values.url ?? io.env.WORKER_URL ?? "http://127.0.0.1:8787").replace(/\/+$/, "");
     if (!/^https?:\/\//.test(base)) {
       throw new CliError(`--url or WORKER_URL must be an http(s) URL, got "${base}"`, EXIT.usage);
+    }
+    const most = ARITY[command];
+    if (most !== undefined && rest.length > most) {
+      throw new CliError(
+        `Unexpected argument ${JSON.stringify(rest[most])}: ${command} takes ${
+          most === 0 ? "none" : `at most ${most}`
+        }\n${USAGE}`,
+        EXIT.usage,
+      );
     }
     const call = api(base, await token(io.env));
     const print = (json: unknown, lines: () => string[]) => {

@@ -69,7 +69,9 @@ function splitHostPort(spec: string): { host: string; port: string | undefined }
     }
     return { host: spec.slice(1, end), port: rest ? rest.slice(1) : undefined };
   }
-  const colon = spec.lastIndexOf(":");
+  // libpq ends a host at its first ":" (an IPv6 literal needs brackets): "h:5432:1" is host "h"
+  // with the bad port "5432:1", never a host named "h:5432".
+  const colon = spec.indexOf(":");
   return colon < 0
     ? { host: spec, port: undefined }
     : { host: spec.slice(0, colon), port: spec.slice(colon + 1) };
@@ -151,7 +153,9 @@ export function parseDatabaseUrl(raw: string): DatabaseTarget {
   }
   const ports = entries.map((e, i) => {
     const spec = portSpecs ? portSpecs[portSpecs.length === 1 ? 0 : i] : e.port;
-    return spec === undefined || spec === "" ? DEFAULT_PORT : parsePort(spec, `port ${i + 1}`);
+    return spec === undefined || spec === ""
+      ? DEFAULT_PORT
+      : parsePort(spec, `the port of host ${i + 1}`);
   });
   const sockets = entries.filter((e) => e.host.startsWith("/"));
   if (sockets.length > 0 && entries.length > 1) {

@@ -61,6 +61,8 @@ export function listQuery<S extends readonly [string, ...string[]]>(statuses: S)
 
 interface Checked {
   success: boolean;
+  /** Where the input came from (`json`, `query`, `param`, `form`, …), as zValidator passes it. */
+  target?: string;
   error?: { issues: ReadonlyArray<{ path: ReadonlyArray<PropertyKey>; message: string }> };
 }
 
@@ -68,7 +70,9 @@ interface Checked {
 export function invalid(result: Checked): Response | undefined {
   if (result.success || !result.error) return undefined;
   const issue = result.error.issues[0];
-  const where = issue.path.length > 0 ? issue.path.map(String).join(".") : "body";
+  // An issue with no path is about the whole input: the body, or the query string or the path.
+  const whole = result.target === "query" ? "query" : result.target === "param" ? "path" : "body";
+  const where = issue.path.length > 0 ? issue.path.map(String).join(".") : whole;
   return Response.json({ error: `Invalid ${where}: ${issue.message}` }, { status: 400 });
 }
 

@@ -14,6 +14,12 @@ import { z } from "zod";
 import type { BulkRetryOutcome, CancelOutcome } from "../queue.ts";
 import { BULK_RETRY_MAX } from "../queue.ts";
 
+/**
+ * A `:id` path segment: lib/http/ids.ts's one id schema (1 to 2^63 - 1, no leading zeros; past it
+ * → 400 naming the range, never a database error), under the name the routes import it by.
+ */
+export { idString as pathId } from "./ids.ts";
+
 /** Most jobs one list page returns. */
 export const MAX_PAGE = 200;
 

@@ -66,7 +66,7 @@ export async function receiveUpload(
   const dir = join(storageDir, "uploads");
   await Deno.mkdir(dir, { recursive: true });
 
-  const fields: Record<string, string> = {};
+  const fields: Record<string, string> = Object.create(null);
   type Saved = {
     path: string;
     name: string;
@@ -90,7 +90,17 @@ export async function receiveUpload(
   } catch (err) {
     throw new UploadError(400, `Cannot read the multipart body: ${(err as Error).message}`);
   }
-  parser.on("field", (name, value) => void (fields[name] = value));
+  parser.on("field", (name, value) => {
+    // Which of two values is meant cannot be known: refused, as a second file is.
+    if (Object.hasOwn(fields, name)) {
+      problem ??= new UploadError(
+        400,
+        `Unexpected second field ${JSON.stringify(name)}: send each field once`,
+      );
+      return;
+    }
+    fields[name] = value;
+  });
   parser.on("file", (field, stream, info) => {
     if (field !== "file" || saved) {
       problem ??= new UploadError(400, `Unexpected file part "${field}": send one part "file"`);

@@ -30,6 +30,7 @@ import type { Hono } from "hono";
 import { describeRoute, zValidator } from "../../lib/http/openapi.ts";
 import { z } from "zod";
 import * as queue from "./mod.ts";
+import * as queueJobs from "./jobs.ts";
 import {
   claimKey,
   claimToken,
@@ -99,7 +100,7 @@ export function autoPublishRoutes(ctx: queue.AutoPublishContext): Hono {
   });
   app.post("/jobs", createDoc, requireJson, zValidator("json", createBody, invalid), async (c) => {
     const body = c.req.valid("json");
-    const created = await queue.enqueue(ctx.sql, body.edition_id, body.priority);
+    const created = await queueJobs.enqueue(ctx.sql, body.edition_id, body.priority);
     switch (created.outcome) {
       case "created":
         return c.json(created.job, 201);
@@ -132,7 +133,7 @@ export function autoPublishRoutes(ctx: queue.AutoPublishContext): Hono {
     const { cursor, before, limit, ...filter } = c.req.valid("query");
     const beforeId = (cursor ? decodeCursor(cursor) : null) ?? before;
     const page = listAnswer(
-      await queue.list(ctx.sql, { ...filter, beforeId, limit: limit + 1 }),
+      await queueJobs.list(ctx.sql, { ...filter, beforeId, limit: limit + 1 }),
       limit,
     );
     // `next`: the `before` of the next page, as this list first answered.
@@ -151,7 +152,7 @@ export function autoPublishRoutes(ctx: queue.AutoPublishContext): Hono {
     zValidator("json", bulkRetryBody, invalid),
     async (c) => {
       const { dry_run, ...filter } = c.req.valid("json");
-      const outcome = await queue.bulkRetry(ctx, filter, dry_run);
+      const outcome = await queueJobs.bulkRetry(ctx, filter, dry_run);
       if (!dry_run) {
         ctx.log.info({ queue: queue.name, ...filter, retried: outcome.retried }, "bulk retry");
       }
@@ -166,7 +167,7 @@ export function autoPublishRoutes(ctx: queue.AutoPublishContext): Hono {
   });
   app.post("/jobs/:id{[0-9]+}/cancel", cancelDoc, byId, async (c) => {
     const jobId = c.req.valid("param").id;
-    return cancelAnswer(c, await queue.cancel(ctx, jobId), "job", jobId);
+    return cancelAnswer(c, await queueJobs.cancel(ctx, jobId), "job", jobId);
   });
 
   const recoverDoc = describeRoute({
@@ -196,7 +197,7 @@ export function autoPublishRoutes(ctx: queue.AutoPublishContext): Hono {
     responses: { 200: "The job", 404: "No such job" },
   });
   app.get("/jobs/:id{[0-9]+}", readDoc, byId, async (c) => {
-    const job = await queue.getJob(ctx.sql, c.req.valid("param").id);
+    const job = await queueJobs.getJob(ctx.sql, c.req.valid("param").id);
     return job ? c.json(job) : c.json({ error: "No such job" }, 404);
   });
 
@@ -250,7 +251,7 @@ export function autoPublishRoutes(ctx: queue.AutoPublishContext): Hono {
   });
   app.post("/jobs/:id{[0-9]+}/retry", retryDoc, byId, async (c) => {
     const jobId = c.req.valid("param").id;
-    const retried = await queue.retry(ctx, jobId);
+    const retried = await queueJobs.retry(ctx, jobId);
     switch (retried.outcome) {
       case "retried":
         return c.json(retried.job);

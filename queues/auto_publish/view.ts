@@ -8,17 +8,8 @@
  */
 import type { Sql } from "../../lib/db.ts";
 import type { JobDetail, QueueView, Throughput } from "../../lib/admin/queue_view.ts";
-import {
-  BREAKER_FAILURES,
-  BREAKER_WINDOW_H,
-  bulkRetry,
-  cancel,
-  getJob,
-  list,
-  name,
-  retry,
-  stats,
-} from "./mod.ts";
+import { BREAKER_FAILURES, BREAKER_WINDOW_H, name } from "./mod.ts";
+import { bulkRetry, cancel, getJob, list, retry, stats } from "./jobs.ts";
 
 // finished_at is written by complete, fail and recover.
 async function throughput(sql: Sql, seconds: number): Promise<Throughput> {

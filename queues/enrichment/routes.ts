@@ -17,10 +17,11 @@
  */
 import { Hono } from "hono";
 import { describeRoute, zValidator } from "../../lib/http/openapi.ts";
+import { invalid } from "../../lib/http/claim_routes.ts";
 import { z } from "zod";
-import { bulkRetry, cancel, getJob, list, retry } from "./mod.ts";
+import { getJob, retry } from "./mod.ts";
+import { bulkRetry, cancel, list } from "./jobs.ts";
 import type { QueueContext } from "../../lib/queue.ts";
-import { idString } from "../../lib/http/ids.ts";
 import type { QueueControl } from "../../lib/control.ts";
 import {
   BULK_RETRY_RESPONSES,
@@ -32,19 +33,10 @@ import {
   LIST_RESPONSES,
   listAnswer,
   listQuery,
+  pathId,
 } from "../../lib/http/list.ts";
 
-function invalid(result: {
-  success: boolean;
-  error?: { issues: ReadonlyArray<{ path: ReadonlyArray<PropertyKey>; message: string }> };
-}): Response | undefined {
-  if (result.success || !result.error) return undefined;
-  const issue = result.error.issues[0];
-  const where = issue.path.length > 0 ? issue.path.map(String).join(".") : "body";
-  return Response.json({ error: `Invalid ${where}: ${issue.message}` }, { status: 400 });
-}
-
-const id = idString;
+const id = pathId;
 
 /**
  * Build the enrichment routes.

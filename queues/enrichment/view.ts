@@ -13,7 +13,8 @@ import {
   type Throughput,
 } from "../../lib/admin/queue_view.ts";
 import { Counter, type Registry } from "prom-client";
-import { bulkRetry, cancel, list, name, retry, stats, tokensUsed, type TokenTally } from "./mod.ts";
+import { name, retry, tokensUsed, type TokenTally } from "./mod.ts";
+import { bulkRetry, cancel, list, stats } from "./jobs.ts";
 
 // The queue's own columns under their plain names (status, attempt_count, error, …), so the job
 // page reads like every other queue's; null for a book that is not in the queue.

@@ -21,17 +21,10 @@
 import { Hono } from "hono";
 import { createMiddleware } from "hono/factory";
 import { describeRoute, zValidator } from "../../lib/http/openapi.ts";
+import { invalid } from "../../lib/http/claim_routes.ts";
 import { z } from "zod";
-import {
-  bulkRetry,
-  cancel,
-  editionExists,
-  enqueue,
-  getJob,
-  type IngestionContext,
-  list,
-  retry,
-} from "./mod.ts";
+import { type IngestionContext } from "./mod.ts";
+import { bulkRetry, cancel, editionExists, enqueue, getJob, list, retry } from "./jobs.ts";
 import {
   BULK_RETRY_RESPONSES,
   bulkRetryAnswer,
@@ -42,32 +35,18 @@ import {
   LIST_RESPONSES,
   listAnswer,
   listQuery,
+  pathId,
 } from "../../lib/http/list.ts";
 import type { QueueControl } from "../../lib/control.ts";
 import { readEditionSummary } from "./_fidelity.ts";
 import { resolveSourceFile, resolveSourcePath } from "../../books/source_path.ts";
-import { idString } from "../../lib/http/ids.ts";
 
-// Every id enqueue can hand out: 1 to the bigint maximum (lib/http/ids.ts).
-const id = idString;
+const id = pathId;
 
 const enqueueBody = z.strictObject({
   source_path: z.string().min(1).max(4096),
   edition_id: z.union([id, z.number().int().positive().transform(String)]).optional(),
 });
-
-// Bad input is a 4xx JSON error that names the field (docs/development.md), never zod's raw dump.
-interface Checked {
-  success: boolean;
-  error?: { issues: ReadonlyArray<{ path: ReadonlyArray<PropertyKey>; message: string }> };
-}
-
-function invalid(result: Checked): Response | undefined {
-  if (result.success || !result.error) return undefined;
-  const issue = result.error.issues[0];
-  const where = issue.path.length > 0 ? issue.path.map(String).join(".") : "body";
-  return Response.json({ error: `Invalid ${where}: ${issue.message}` }, { status: 400 });
-}
 
 // Without this, a body sent as text/plain would be read as `{}` and the error would blame a
 // missing field instead of the header.

@@ -31,6 +31,7 @@ import type { Hono } from "hono";
 import { describeRoute, zValidator } from "../../lib/http/openapi.ts";
 import { z } from "zod";
 import * as queue from "./mod.ts";
+import * as queueJobs from "./jobs.ts";
 import {
   claimKey,
   claimToken,
@@ -105,7 +106,7 @@ export function seoRoutes(ctx: queue.SeoContext): Hono {
   });
   app.post("/jobs", createDoc, requireJson, zValidator("json", editionBody, invalid), async (c) => {
     const editionId = c.req.valid("json").edition_id;
-    const job = await queue.enqueue(ctx, editionId);
+    const job = await queueJobs.enqueue(ctx, editionId);
     return job ? c.json(job, 201) : c.json({ error: `No such edition ${editionId}` }, 404);
   });
 
@@ -120,7 +121,7 @@ export function seoRoutes(ctx: queue.SeoContext): Hono {
     const { cursor, before, limit, ...filter } = c.req.valid("query");
     const beforeId = (cursor ? decodeCursor(cursor) : null) ?? before;
     const page = listAnswer(
-      await queue.list(ctx.sql, { ...filter, beforeId, limit: limit + 1 }),
+      await queueJobs.list(ctx.sql, { ...filter, beforeId, limit: limit + 1 }),
       limit,
     );
     // `next`: the `before` of the next page, as this list first answered.
@@ -139,7 +140,7 @@ export function seoRoutes(ctx: queue.SeoContext): Hono {
     zValidator("json", bulkRetryBody, invalid),
     async (c) => {
       const { dry_run, ...filter } = c.req.valid("json");
-      const outcome = await queue.bulkRetry(ctx, filter, dry_run);
+      const outcome = await queueJobs.bulkRetry(ctx, filter, dry_run);
       if (!dry_run) {
         ctx.log.info({ queue: queue.name, ...filter, retried: outcome.retried }, "bulk retry");
       }
@@ -154,7 +155,7 @@ export function seoRoutes(ctx: queue.SeoContext): Hono {
   });
   app.post("/jobs/:id{[0-9]+}/cancel", cancelDoc, byId, async (c) => {
     const jobId = c.req.valid("param").id;
-    return cancelAnswer(c, await queue.cancel(ctx, jobId), "job", jobId);
+    return cancelAnswer(c, await queueJobs.cancel(ctx, jobId), "job", jobId);
   });
 
   const claimDoc = describeRoute({
@@ -223,7 +224,7 @@ export function seoRoutes(ctx: queue.SeoContext): Hono {
     responses: { 200: "The job", 404: "No such job" },
   });
   app.get("/jobs/:id{[0-9]+}", readDoc, byId, async (c) => {
-    const job = await queue.getJob(ctx.sql, c.req.valid("param").id);
+    const job = await queueJobs.getJob(ctx.sql, c.req.valid("param").id);
     return job ? c.json(job) : c.json({ error: "No such job" }, 404);
   });
 
@@ -273,7 +274,7 @@ export function seoRoutes(ctx: queue.SeoContext): Hono {
   });
   app.post("/jobs/:id{[0-9]+}/retry", retryDoc, byId, async (c) => {
     const jobId = c.req.valid("param").id;
-    const retried = await queue.retry(ctx, jobId);
+    const retried = await queueJobs.retry(ctx, jobId);
     if (retried.outcome === "retried") return c.json(retried.job);
     if (retried.outcome === "absent") return c.json({ error: "No such job" }, 404);
     return c.json({

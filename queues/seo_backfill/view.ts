@@ -12,7 +12,8 @@ import {
   retryOutcome,
   type Throughput,
 } from "../../lib/admin/queue_view.ts";
-import { bulkRetry, cancel, getJob, list, name, retry, stats } from "./mod.ts";
+import { name } from "./mod.ts";
+import { bulkRetry, cancel, getJob, list, retry, stats } from "./jobs.ts";
 
 // finished_at is written by complete, fail and the stale sweep.
 async function throughput(sql: Sql, seconds: number): Promise<Throughput> {

@@ -22,10 +22,12 @@
  */
 import { Hono } from "hono";
 import { describeRoute, zValidator } from "../../lib/http/openapi.ts";
+import { invalid as invalidInput } from "../../lib/http/claim_routes.ts";
 import { z } from "zod";
 import { transaction } from "../../lib/db.ts";
 import type { QueueContext } from "../../lib/queue.ts";
-import { bulkRetry, cancel, getJob, list, publishEdition, requestRebuild, retry } from "./mod.ts";
+
+import { bulkRetry, cancel, getJob, list, publishEdition, requestRebuild, retry } from "./jobs.ts";
 import type { QueueControl } from "../../lib/control.ts";
 import {
   BULK_RETRY_RESPONSES,
@@ -37,28 +39,11 @@ import {
   LIST_RESPONSES,
   listAnswer,
   listQuery,
+  pathId,
 } from "../../lib/http/list.ts";
-import { idString } from "../../lib/http/ids.ts";
 
-const id = idString;
+const id = pathId;
 const params = z.object({ id });
-
-// Bad input is a 4xx JSON error that names the field (docs/development.md), never zod's raw dump.
-function invalid(result: { success: boolean }): Response | undefined {
-  if (result.success) return undefined;
-  return Response.json({ error: "Invalid id: expected a positive integer id" }, { status: 400 });
-}
-
-// The same for a query or a body: the error names the field.
-function invalidField(result: {
-  success: boolean;
-  error?: { issues: ReadonlyArray<{ path: ReadonlyArray<PropertyKey>; message: string }> };
-}): Response | undefined {
-  if (result.success || !result.error) return undefined;
-  const issue = result.error.issues[0];
-  const where = issue.path.length > 0 ? issue.path.map(String).join(".") : "body";
-  return Response.json({ error: `Invalid ${where}: ${issue.message}` }, { status: 400 });
-}
 
 /**
  * Build the rebuild routes.
@@ -73,7 +58,7 @@ export function ssgRoutes(ctx: QueueContext, control: Pick<QueueControl, "reques
   app.get(
     "/jobs",
     describeRoute({ summary: "List site rebuild jobs, newest first", responses: LIST_RESPONSES }),
-    zValidator("query", query, invalidField),
+    zValidator("query", query, invalidInput),
     async (c) => {
       const { cursor, limit, ...filter } = c.req.valid("query");
       const beforeId = cursor ? decodeCursor(cursor) ?? undefined : undefined;
@@ -88,7 +73,7 @@ export function ssgRoutes(ctx: QueueContext, control: Pick<QueueControl, "reques
       summary: "Bulk admin retry: the newest matching Failed rebuild → Queued (one renders all)",
       responses: BULK_RETRY_RESPONSES,
     }),
-    zValidator("json", bulkRetryBody, invalidField),
+    zValidator("json", bulkRetryBody, invalidInput),
     async (c) => {
       const { dry_run, ...filter } = c.req.valid("json");
       const outcome = await bulkRetry(ctx, filter, dry_run);
@@ -105,7 +90,7 @@ export function ssgRoutes(ctx: QueueContext, control: Pick<QueueControl, "reques
       summary: "Admin cancel: a Queued rebuild → Failed; a Running render is stopped, then Failed",
       responses: CANCEL_RESPONSES,
     }),
-    zValidator("param", params, invalid),
+    zValidator("param", params, invalidInput),
     async (c) => {
       const jobId = c.req.valid("param").id;
       const outcome = await cancel(ctx, jobId, (q, i) => control.requestCancel(q, i));
@@ -126,7 +111,7 @@ export function ssgRoutes(ctx: QueueContext, control: Pick<QueueControl, "reques
     summary: "Read a site rebuild job",
     responses: { 200: "The job", 404: "No such job" },
   });
-  app.get("/jobs/:id", readDoc, zValidator("param", params, invalid), async (c) => {
+  app.get("/jobs/:id", readDoc, zValidator("param", params, invalidInput), async (c) => {
     const job = await getJob(ctx, c.req.valid("param").id);
     return job ? c.json(job) : c.json({ error: "No such ssg job" }, 404);
   });
@@ -139,7 +124,7 @@ export function ssgRoutes(ctx: QueueContext, control: Pick<QueueControl, "reques
       409: "The job is not Failed, or another Full job is already Queued",
     },
   });
-  app.post("/jobs/:id/retry", retryDoc, zValidator("param", params, invalid), async (c) => {
+  app.post("/jobs/:id/retry", retryDoc, zValidator("param", params, invalidInput), async (c) => {
     const jobId = c.req.valid("param").id;
     const job = await retry(ctx, jobId);
     if (job) return c.json(job);
@@ -175,7 +160,7 @@ export function editionRoutes(ctx: QueueContext): Hono {
         : "Unpublish an edition and queue the Full rebuild that removes it, in one transaction",
       responses: { 200: "`{ edition: { id, published_at }, rebuild }`", 404: "No such edition" },
     });
-    app.post(`/:id/${action}`, doc, zValidator("param", params, invalid), async (c) => {
+    app.post(`/:id/${action}`, doc, zValidator("param", params, invalidInput), async (c) => {
       const editionId = c.req.valid("param").id;
       const result = await transaction(
         ctx.sql,

@@ -7,7 +7,8 @@
  */
 import type { Sql } from "../../lib/db.ts";
 import type { QueueView, Throughput } from "../../lib/admin/queue_view.ts";
-import { bulkRetry, cancel, getJob, list, name, retry, stats } from "./mod.ts";
+import { name } from "./mod.ts";
+import { bulkRetry, cancel, getJob, list, retry, stats } from "./jobs.ts";
 
 // finished_at is written by the settles to Completed and Failed (and recover's Failed).
 async function throughput(sql: Sql, seconds: number): Promise<Throughput> {

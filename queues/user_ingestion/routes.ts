@@ -20,16 +20,10 @@
  */
 import { Hono } from "hono";
 import { describeRoute, zValidator } from "../../lib/http/openapi.ts";
+import { invalid } from "../../lib/http/claim_routes.ts";
 import { z } from "zod";
-import {
-  bulkRetry,
-  cancel,
-  enqueue,
-  getUserBook,
-  list,
-  retry,
-  type UserIngestionContext,
-} from "./mod.ts";
+import { type UserIngestionContext } from "./mod.ts";
+import { bulkRetry, cancel, enqueue, getUserBook, list, retry } from "./jobs.ts";
 import {
   BULK_RETRY_RESPONSES,
   bulkRetryAnswer,
@@ -40,14 +34,14 @@ import {
   LIST_RESPONSES,
   listAnswer,
   listQuery,
+  pathId,
 } from "../../lib/http/list.ts";
 import type { QueueControl } from "../../lib/control.ts";
 import { getJob as getEnrichment } from "../enrichment/mod.ts";
 import { resolveSourceFile, resolveSourcePath } from "../../books/source_path.ts";
 import { receiveUpload, removeUpload, UploadError } from "../../lib/http/multipart.ts";
-import { idString } from "../../lib/http/ids.ts";
 
-const id = idString;
+const id = pathId;
 const ownerId = z.union([
   z.number().int().positive().max(Number.MAX_SAFE_INTEGER),
   z.string().regex(/^[1-9]\d{0,14}$/, "expected a positive integer").transform(Number),
@@ -94,7 +88,7 @@ export function userBookRoutes(
     responses: LIST_RESPONSES,
   });
   const query = listQuery(["Queued", "Processing", "Completed", "Failed"]);
-  app.get("/", listDoc, zValidator("query", query, invalidParam), async (c) => {
+  app.get("/", listDoc, zValidator("query", query, invalid), async (c) => {
     const { cursor, limit, ...filter } = c.req.valid("query");
     const beforeId = cursor ? decodeCursor(cursor) ?? undefined : undefined;
     return c.json(
@@ -106,7 +100,7 @@ export function userBookRoutes(
     summary: "Bulk admin retry: every Failed job matching the filter → Queued (at most 10,000)",
     responses: BULK_RETRY_RESPONSES,
   });
-  app.post("/retry", bulkDoc, zValidator("json", bulkRetryBody, invalidParam), async (c) => {
+  app.post("/retry", bulkDoc, zValidator("json", bulkRetryBody, invalid), async (c) => {
     const { dry_run, ...filter } = c.req.valid("json");
     const outcome = await bulkRetry(ctx, filter, dry_run);
     if (!dry_run) {
@@ -190,7 +184,7 @@ export function userBookRoutes(
     summary: "Read a user book with its latest job and its enrichment",
     responses: { 200: "`{ user_book, job, enrichment }`", 404: "No such user book" },
   });
-  app.get("/:id", readDoc, zValidator("param", z.object({ id }), invalidParam), async (c) => {
+  app.get("/:id", readDoc, zValidator("param", z.object({ id }), invalid), async (c) => {
     const bookId = c.req.valid("param").id;
     const found = await getUserBook(ctx, bookId);
     if (!found) return c.json({ error: "No such user book" }, 404);
@@ -208,7 +202,7 @@ export function userBookRoutes(
   app.post(
     "/:id/retry",
     retryDoc,
-    zValidator("param", z.object({ id }), invalidParam),
+    zValidator("param", z.object({ id }), invalid),
     async (c) => {
       const bookId = c.req.valid("param").id;
       const found = await getUserBook(ctx, bookId);
@@ -231,7 +225,7 @@ export function userBookRoutes(
   app.post(
     "/:id/cancel",
     cancelDoc,
-    zValidator("param", z.object({ id }), invalidParam),
+    zValidator("param", z.object({ id }), invalid),
     async (c) => {
       const bookId = c.req.valid("param").id;
       const found = await getUserBook(ctx, bookId);
@@ -242,11 +236,4 @@ export function userBookRoutes(
   );
 
   return app;
-}
-
-function invalidParam(
-  result: { success: boolean; error?: Parameters<typeof describe>[0] },
-): Response | undefined {
-  if (result.success || !result.error) return undefined;
-  return Response.json({ error: describe(result.error) }, { status: 400 });
 }

@@ -12,7 +12,8 @@ import {
   retryOutcome,
   type Throughput,
 } from "../../lib/admin/queue_view.ts";
-import { bulkRetry, cancel, list, name, retry, stats } from "./mod.ts";
+import { name } from "./mod.ts";
+import { bulkRetry, cancel, list, retry, stats } from "./jobs.ts";
 
 async function getJob(sql: Sql, id: string): Promise<Record<string, unknown> | null> {
   const [row] = await sql<Record<string, unknown>[]>`

@@ -13,6 +13,7 @@ import { closeExtractor, extractBook, type ExtractedBook } from "../../books/ext
 import { vetResource } from "../../books/resource_types.ts";
 import * as ingestion from "../../queues/ingestion/mod.ts";
 import * as ssg from "../../queues/ssg/mod.ts";
+import * as ssgJobs from "../../queues/ssg/jobs.ts";
 import { dbTest } from "../_db.ts";
 import { CONTAINER, packageDocument, PNG, xhtml, zipEpub } from "../_epub.ts";
 import { ingestionContext, insertJob, jobRow } from "../_ingestion.ts";
@@ -187,7 +188,7 @@ dbTest(
       siteDir,
       siteUrl: "https://books.example/",
     };
-    await ssg.enqueue(db.sql);
+    await ssgJobs.enqueue(db.sql);
     const rebuild = await ssg.claim(ssgCtx);
     assert.ok(rebuild);
     await ssg.run(ssgCtx, rebuild, new AbortController().signal);

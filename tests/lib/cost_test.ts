@@ -12,6 +12,7 @@ import { connect } from "../../lib/db.ts";
 import type { ClaimNext, Queue } from "../../lib/queue.ts";
 import { QueueLock } from "../../lib/lock.ts";
 import * as ingestion from "../../queues/ingestion/mod.ts";
+import * as ingestionJobs from "../../queues/ingestion/jobs.ts";
 import type { IngestionContext, IngestionJob } from "../../queues/ingestion/mod.ts";
 import { dbTest, waitFor } from "../_db.ts";
 import {
@@ -257,7 +258,7 @@ dbTest(
       await quiet("a claim");
       await ingestion.run(ctx, job, new AbortController().signal); // refused path: Failed
       await quiet("a failure");
-      assert.ok(await ingestion.retry(ctx, job.id));
+      assert.ok(await ingestionJobs.retry(ctx, job.id));
       await waitFor("the admin retry's NOTIFY", () => heard === 2);
       const again = (await ingestion.claim(ctx))!;
       await quiet("a claim");

@@ -28,7 +28,8 @@ Deno.test("parseDatabaseUrl(): host lists with ports, user info and the database
   for (let i = 0; i < 300; i++) {
     const user = randomText(1 + Math.floor(Math.random() * 8));
     const password = randomText(Math.floor(Math.random() * 12));
-    const database = randomText(1 + Math.floor(Math.random() * 6)).replaceAll("/", "");
+    // A database name cannot hold "/"; "d" keeps it non-empty once they are taken out.
+    const database = `d${randomText(Math.floor(Math.random() * 6)).replaceAll("/", "")}`;
     const n = 1 + Math.floor(Math.random() * 3);
     const hosts = Array.from({ length: n }, randomHost);
     const ports = hosts.map(
@@ -53,6 +54,28 @@ Deno.test("parseDatabaseUrl(): host lists with ports, user info and the database
     assert.equal(driverOptions(raw).options.target_session_attrs, n > 1 ? "primary" : undefined);
     // And parseConfig takes it as it is.
     assert.equal(parseConfig({ DATABASE_URL: raw }).databaseUrl, raw);
+  }
+});
+
+// User info as it is often pasted, unescaped: the first ":" ends the user name and the last "@"
+// the user info, so a password may hold both.
+Deno.test("parseDatabaseUrl(): an unescaped password with : and @ in it is the password", () => {
+  const alphabet = "abcXYZ019:@!$&'()*+,;=~-._";
+  const pick = (chars: string, n: number) =>
+    Array.from({ length: n }, () => chars[Math.floor(Math.random() * chars.length)]).join("");
+  for (let i = 0; i < 300; i++) {
+    const user = pick("abcXYZ019-._~", 1 + Math.floor(Math.random() * 8));
+    const password = pick(alphabet, 1 + Math.floor(Math.random() * 12));
+    const host = randomHost();
+    const raw = `postgres://${user}:${password}@${host}:5433/app`;
+    const t = parseDatabaseUrl(raw);
+    assert.equal(t.user, user, raw);
+    assert.equal(t.password, password, raw);
+    assert.deepEqual([t.hosts, t.ports, t.database], [
+      [host.replace(/^\[|\]$/g, "")],
+      [5433],
+      "app",
+    ], raw);
   }
 });
 
@@ -105,6 +128,26 @@ Deno.test("parseConfig(): a DATABASE_URL the worker cannot use is refused, namin
       assert.ok(!err.message.includes(raw), `${err.message} quotes the URL`);
       return true;
     });
+  }
+});
+
+Deno.test("parseDatabaseUrl(): a host followed by more than one :port is refused, whichever host of the list it is", () => {
+  // libpq reads a host up to its first ":" (an IPv6 literal needs brackets), so "h:5432:1" is a
+  // bad port, never a host named "h:5432" that the worker would look up in DNS forever.
+  for (let i = 0; i < 50; i++) {
+    const hosts = Array.from({ length: 1 + Math.floor(Math.random() * 3) }, randomHost);
+    const bad = Math.floor(Math.random() * hosts.length);
+    const extra = Array.from(
+      { length: 1 + Math.floor(Math.random() * 2) },
+      () => `:${1 + Math.floor(Math.random() * 65535)}`,
+    ).join("");
+    const list = hosts.map((h, j) => j === bad ? `${h}:5432${extra}` : h).join(",");
+    const raw = `postgres://u:pw@${list}/db`;
+    assert.throws(() => parseDatabaseUrl(raw), (err: unknown) => {
+      assert.ok(err instanceof DatabaseUrlError, raw);
+      assert.match(err.message, new RegExp(`host ${bad + 1}\\b`), `${raw}: ${err.message}`);
+      return true;
+    }, raw);
   }
 });
 

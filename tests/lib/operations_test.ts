@@ -8,13 +8,16 @@
 import assert from "node:assert/strict";
 import { setTimeout as sleep } from "node:timers/promises";
 import { connect } from "../../lib/db.ts";
-import { QueueControl } from "../../lib/control.ts";
+import { CANCEL_WAIT_MS, QueueControl } from "../../lib/control.ts";
+import { encodeCursor } from "../../lib/http/list.ts";
 import { Listener } from "../../lib/listener.ts";
 import { BULK_RETRY_MAX, CANCELLED } from "../../lib/queue.ts";
 import { ingestionRoutes } from "../../queues/ingestion/routes.ts";
 import * as ingestion from "../../queues/ingestion/mod.ts";
+import * as ingestionJobs from "../../queues/ingestion/jobs.ts";
 import * as autoPublish from "../../queues/auto_publish/mod.ts";
-import * as seo from "../../queues/seo_backfill/mod.ts";
+import * as autoPublishJobs from "../../queues/auto_publish/jobs.ts";
+import * as seoJobs from "../../queues/seo_backfill/jobs.ts";
 import { autoPublishRoutes } from "../../queues/auto_publish/routes.ts";
 import { seoRoutes } from "../../queues/seo_backfill/routes.ts";
 import { userBookRoutes } from "../../queues/user_ingestion/routes.ts";
@@ -227,12 +230,15 @@ dbTest(
     const ctx = await ingestionContext(db);
     const [edition] = await insertEditions(db, 1);
     for (let i = 0; i < autoPublish.BREAKER_FAILURES; i++) {
-      const created = await autoPublish.enqueue(db.sql, edition, 0);
+      const created = await autoPublishJobs.enqueue(db.sql, edition, 0);
       assert.equal(created.outcome, "created");
-      const outcome = await autoPublish.cancel(ctx, (created as { job: { id: string } }).job.id);
+      const outcome = await autoPublishJobs.cancel(
+        ctx,
+        (created as { job: { id: string } }).job.id,
+      );
       assert.equal(outcome.outcome, "cancelled");
     }
-    const sixth = await autoPublish.enqueue(db.sql, edition, 0);
+    const sixth = await autoPublishJobs.enqueue(db.sql, edition, 0);
     assert.equal(sixth.outcome, "created", "5 cancels open no breaker");
     await db.sql`update auto_publish_jobs set status = 'Failed', finished_at = now()
       where id = ${(sixth as { job: { id: string } }).job.id}`;
@@ -240,7 +246,7 @@ dbTest(
       select ${edition}, 'Failed', now() from generate_series(1, ${
       autoPublish.BREAKER_FAILURES - 1
     })`;
-    assert.equal((await autoPublish.enqueue(db.sql, edition, 0)).outcome, "breaker");
+    assert.equal((await autoPublishJobs.enqueue(db.sql, edition, 0)).outcome, "breaker");
     assert.equal(await autoPublishView.openBreakers!(db.sql), 1);
   },
 );
@@ -280,7 +286,7 @@ dbTest(
     const spied = { ...ctx, sql: Object.assign(counting, {}) };
     (counting.options as { debug?: unknown }).debug = (_c: number, query: string) =>
       statements.push(query);
-    const outcome = await ingestion.bulkRetry(spied, { status: "Failed", q: "bulk/" }, false);
+    const outcome = await ingestionJobs.bulkRetry(spied, { status: "Failed", q: "bulk/" }, false);
     await counting.end({ timeout: 1 });
     // (The driver's own type lookup on a new connection is not the queue's.)
     const queue = statements.filter((q) => !q.includes("pg_catalog.pg_type"));
@@ -318,7 +324,7 @@ dbTest(
       select count(*)::int as n from auto_publish_jobs where status = 'Queued'`;
     assert.equal(n, 3);
     await db.sql`insert into seo_backfill_jobs (edition_id, status) values (${a}, 'Failed')`;
-    assert.equal((await seo.bulkRetry(ctx, { status: "Failed" }, false)).retried, 1);
+    assert.equal((await seoJobs.bulkRetry(ctx, { status: "Failed" }, false)).retried, 1);
   },
 );
 
@@ -508,7 +514,7 @@ dbTest(
       assert.equal(later.paused("ingestion"), true);
       // A host-polled queue's claim reads the pause itself.
       const [edition] = await insertEditions(db, 1);
-      await autoPublish.enqueue(db.sql, edition, 0);
+      await autoPublishJobs.enqueue(db.sql, edition, 0);
       await call("POST", "/queues/auto_publish/pause");
       assert.deepEqual((await call("POST", "/auto-publish/jobs/claim")).body, { jobs: [] });
       await call("POST", "/queues/auto-publish/resume"); // the former name works too
@@ -529,6 +535,321 @@ dbTest(
       await consumer.stop();
       await a.close();
       await b.close();
+    }
+  },
+);
+
+dbTest(
+  "a list cursor names an id within bigint: past 9223372036854775807 it is a 400 naming the cursor, never a database error",
+  async (db) => {
+    const ctx = await ingestionContext(db);
+    const { call } = api(db, ctx);
+    const id = await insertJob(db, "c.txt");
+    for (
+      const [last, status] of [
+        ["9223372036854775807", 200],
+        ["9223372036854775808", 400],
+        ["9999999999999999999", 400],
+        ["18446744073709551616", 400],
+      ] as const
+    ) {
+      const res = await call("GET", `/ingestion/jobs?cursor=${encodeCursor(last)}`);
+      assert.equal(res.status, status, `${last}: ${JSON.stringify(res.body)}`);
+      if (status === 200) assert.deepEqual(res.body.jobs.map((j: { id: string }) => j.id), [id]);
+      else assert.match(res.body.error, /cursor/);
+    }
+  },
+);
+
+dbTest(
+  "cancel of a Processing job no instance runs: 202 after the wait, the job left as it was (a request that finds no run changes nothing)",
+  async (db) => {
+    const ctx = await ingestionContext(db);
+    const { call } = api(db, ctx);
+    const id = await insertJob(db, "orphan.txt");
+    const [claimed] = await db.sql<{ claimed_by: string }[]>`
+      update ingestion_jobs set status = 'Processing', attempt_count = 1,
+        claimed_by = gen_random_uuid(), claimed_at = now() where id = ${id} returning claimed_by`;
+    const t0 = performance.now();
+    const res = await call("POST", `/ingestion/jobs/${id}/cancel`);
+    assert.equal(res.status, 202, JSON.stringify(res.body));
+    assert.ok(performance.now() - t0 >= CANCEL_WAIT_MS - 50, "answered after the wait");
+    assert.equal(res.body.status, "Processing");
+    assert.match(res.body.cancel, /requested/);
+    const row = await jobRow(db, id);
+    assert.deepEqual([row.status, row.claimed_by, row.error], [
+      "Processing",
+      claimed.claimed_by,
+      null,
+    ]);
+  },
+);
+
+dbTest(
+  "pause: pausing a paused queue keeps its first paused_at; a resume and a new pause take a new one",
+  async (db) => {
+    const ctx = await ingestionContext(db);
+    const { call } = api(db, ctx);
+    const first = await call("POST", "/queues/ingestion/pause");
+    assert.equal(first.status, 200);
+    await sleep(20);
+    const again = await call("POST", "/queues/ingestion/pause");
+    assert.equal(again.body.paused, true);
+    assert.equal(again.body.paused_at, first.body.paused_at);
+    const [row] = await db.sql<{ paused_at: Date }[]>`
+      select paused_at from queue_pauses where queue = 'ingestion'`;
+    assert.equal(row.paused_at.toISOString(), first.body.paused_at);
+    const resumed = await call("POST", "/queues/ingestion/resume");
+    assert.deepEqual([resumed.body.paused, resumed.body.paused_at], [false, null]);
+    await sleep(20);
+    const later = await call("POST", "/queues/ingestion/pause");
+    assert.ok(Date.parse(later.body.paused_at) > Date.parse(first.body.paused_at));
+  },
+);
+
+dbTest(
+  "pause: a pause whose notification an instance missed (its listen connection was down) is read on its re-listen, long before the periodic re-read",
+  async (db) => {
+    const ctx = await ingestionContext(db);
+    const [a, b] = await twoControls(db, ctx);
+    try {
+      // The pause lands with no notification, as one sent while b's listener was away is lost.
+      await db.sql.begin(async (tx) => {
+        await tx`set local session_replication_role = replica`;
+        await tx`insert into queue_pauses (queue) values ('ingestion')`;
+      });
+      await sleep(200);
+      assert.equal(b.control.paused("ingestion"), false, "no notification was sent");
+      const [{ n }] = await db.sql<{ n: number }[]>`
+        select count(pg_terminate_backend(pid))::int as n from pg_stat_activity
+        where application_name = ${`${db.applicationName}-lb`}`;
+      assert.equal(n, 1, "b's listen connection");
+      // refreshMs is 60 s: only the re-listen's re-read can see it this soon.
+      await waitFor(
+        "b to re-read the pauses on its re-listen",
+        () => b.control.paused("ingestion"),
+        5000,
+      );
+      assert.equal(a.control.paused("ingestion"), false, "a kept its listener and read nothing");
+    } finally {
+      await a.close();
+      await b.close();
+    }
+  },
+);
+
+dbTest(
+  "pause: a failed re-read of the pauses keeps the last one read (a database error resumes nothing)",
+  async (db) => {
+    const ctx = await ingestionContext(db);
+    const [a, b] = await twoControls(db, ctx);
+    try {
+      await a.control.pause("ingestion");
+      await waitFor("b to see the pause", () => b.control.paused("ingestion"), 1000);
+      await db.sql`alter table queue_pauses rename to queue_pauses_away`;
+      try {
+        await b.control.refresh();
+        assert.equal(b.control.paused("ingestion"), true);
+        assert.equal(b.control.state("ingestion").paused, true);
+      } finally {
+        await db.sql`alter table queue_pauses_away rename to queue_pauses`;
+      }
+      await b.control.refresh();
+      assert.equal(b.control.paused("ingestion"), true);
+    } finally {
+      await a.close();
+      await b.close();
+    }
+  },
+);
+
+/** Each queue's table as its attempt trigger names it (sql/012_operations.sql). */
+const ATTEMPT_TABLES = [
+  [
+    "ingestion_jobs",
+    "status",
+    "attempt_count",
+    "claimed_at",
+    "error",
+    "attempts",
+    "Queued",
+    "Processing",
+  ],
+  [
+    "user_ingestion_jobs",
+    "status",
+    "attempt_count",
+    "claimed_at",
+    "error",
+    "attempts",
+    "Queued",
+    "Processing",
+  ],
+  [
+    "ssg_rebuild_jobs",
+    "status",
+    "attempt_count",
+    "started_at",
+    "error",
+    "attempts",
+    "Queued",
+    "Running",
+  ],
+  [
+    "user_books",
+    "metadata_enrichment_status",
+    "metadata_enrichment_attempt_count",
+    "metadata_enrichment_started_at",
+    "metadata_enrichment_error",
+    "metadata_enrichment_attempts",
+    "Pending",
+    "Running",
+  ],
+  [
+    "auto_publish_jobs",
+    "status",
+    "attempt_count",
+    "claimed_at",
+    "error",
+    "attempts",
+    "Queued",
+    "Running",
+  ],
+  [
+    "seo_backfill_jobs",
+    "status",
+    "attempt_count",
+    "claimed_at",
+    "error",
+    "attempts",
+    "Queued",
+    "Running",
+  ],
+] as const;
+
+dbTest(
+  "attempt history on every queue's table: each write out of the running status appends one attempt with its outcome; a claim or a write while running appends none",
+  async (db) => {
+    const [edition] = await insertEditions(db, 1);
+    const [book] = await db.sql<{ id: string }[]>`
+      insert into user_books (owner_id, title, status) values (7, 'T', 'Ready') returning id`;
+    for (
+      const [table, status, attempt, started, error, attempts, runnable, running] of ATTEMPT_TABLES
+    ) {
+      const t = (s: string) => db.sql.unsafe(s.replaceAll("$T", table));
+      const inserted = table === "user_books"
+        ? await t(`update $T set ${status} = '${runnable}' where id = ${book.id} returning id`)
+        : table === "ingestion_jobs"
+        ? await t(`insert into $T (source_path) values ('a.txt') returning id`)
+        : table === "user_ingestion_jobs"
+        ? await t(
+          `insert into $T (user_book_id, source_path) values (${book.id}, 'u.txt') returning id`,
+        )
+        : table === "ssg_rebuild_jobs"
+        ? await t(`insert into $T default values returning id`)
+        : await t(`insert into $T (edition_id) values (${edition}) returning id`);
+      const id = inserted[0].id;
+      const claim = () =>
+        t(`update $T set ${status} = '${running}', ${attempt} = ${attempt} + 1,
+           ${started} = clock_timestamp() where id = ${id}`);
+      const settle = (set: string) => t(`update $T set ${set} where id = ${id}`);
+      await claim();
+      await settle(`${error} = 'still running'`); // not out of the running status
+      await settle(`${status} = '${runnable}', ${error} = 'transient'`);
+      await claim();
+      await settle(`${status} = '${runnable}', ${attempt} = ${attempt} - 1, ${error} = null`);
+      await claim();
+      await settle(`${status} = 'Failed', ${error} = 'bad input'`);
+      await settle(`${status} = '${runnable}', ${attempt} = 0, ${error} = null`); // the retry
+      await claim();
+      await settle(`${status} = 'Failed', ${error} = '${CANCELLED}'`);
+      await settle(`${status} = '${runnable}', ${attempt} = 0, ${error} = null`);
+      await claim();
+      await settle(`${status} = 'Completed'`);
+      const [row] = await t(`select ${attempts} as attempts from $T where id = ${id}`);
+      const list = row.attempts as {
+        attempt: number;
+        outcome: string;
+        error: string | null;
+        started_at: string;
+        ended_at: string;
+      }[];
+      assert.deepEqual(list.map((a) => [a.attempt, a.outcome, a.error]), [
+        [1, "retry", "transient"],
+        [2, "given_back", null],
+        [2, "failed", "bad input"],
+        [1, "cancelled", CANCELLED],
+        [1, "completed", null],
+      ], table);
+      for (const a of list) {
+        assert.ok(a.started_at && Date.parse(a.started_at) <= Date.parse(a.ended_at), table);
+      }
+    }
+  },
+);
+
+dbTest(
+  "every queue's list and bulk retry refuse a search text PostgreSQL cannot take (a NUL) or too long with a 400 naming q, never a database error",
+  async (db) => {
+    const ctx = await ingestionContext(db);
+    const { call } = api(db, ctx);
+    const lists = [
+      "/ingestion/jobs",
+      "/auto-publish/jobs",
+      "/seo/jobs",
+      "/ssg/jobs",
+      "/user-books",
+      "/enrichment",
+    ];
+    const retries = [
+      "/ingestion/jobs/retry",
+      "/auto-publish/jobs/retry",
+      "/seo/jobs/retry",
+      "/ssg/jobs/retry",
+      "/enrichment/retry",
+    ];
+    for (const q of ["moby\0dick", "\0", "x".repeat(201)]) {
+      for (const path of lists) {
+        const res = await call("GET", `${path}?q=${encodeURIComponent(q)}`);
+        assert.equal(
+          res.status,
+          400,
+          `${path} ${JSON.stringify(q.slice(0, 12))}: ${JSON.stringify(res.body)}`,
+        );
+        assert.match(res.body.error, /\bq\b|NUL|200/, path);
+      }
+      for (const path of retries) {
+        const res = await call("POST", path, { status: "Failed", q, dry_run: true });
+        assert.equal(res.status, 400, `${path}: ${JSON.stringify(res.body)}`);
+      }
+    }
+    const fine = await call("GET", `/ingestion/jobs?q=${encodeURIComponent("x".repeat(200))}`);
+    assert.equal(fine.status, 200);
+  },
+);
+
+dbTest(
+  "pause: every host-polled queue's claim, keyed or not, returns nothing while it is paused and claims again on resume",
+  async (db) => {
+    const ctx = await ingestionContext(db);
+    const { call, control } = api(db, ctx);
+    for (
+      const [queue, enqueue, claimPath] of [
+        ["auto_publish", "/auto-publish/jobs", "/auto-publish/jobs/claim"],
+        ["seo_backfill", "/seo/jobs", "/seo/jobs/claim"],
+      ] as const
+    ) {
+      const [edition] = await insertEditions(db, 1);
+      assert.equal((await call("POST", enqueue, { edition_id: edition })).status, 201, queue);
+      assert.equal((await control.pause(queue)).paused, true);
+      for (const body of [{}, { claim_key: crypto.randomUUID() }]) {
+        const claimed = await call("POST", claimPath, body);
+        assert.equal(claimed.status, 200, queue);
+        assert.deepEqual(claimed.body.jobs, [], `${queue} paused, ${JSON.stringify(body)}`);
+      }
+      await control.resume(queue);
+      const claimed = await call("POST", claimPath, { claim_key: crypto.randomUUID() });
+      assert.equal(claimed.body.jobs.length, 1, `${queue} resumed`);
     }
   },
 );

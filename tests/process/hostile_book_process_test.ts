@@ -175,7 +175,13 @@ dbTest(
     const exitMs = performance.now() - sentAt;
     assert.equal(status.code, 0, JSON.stringify(worker.logs.slice(-12)));
     assert.ok(exitMs < 5_000, `exited ${Math.round(exitMs)} ms after SIGTERM`);
-    const gone = await Deno.stat(`/proc/${childPid}`).then(() => false, () => true);
+    // Killed with the worker: gone, or a zombie waiting for whoever reaps orphans here (a
+    // container's PID 1 may never), within a moment of the exit.
+    const ended = async () => {
+      const stat = await Deno.readTextFile(`/proc/${childPid}/stat`).catch(() => null);
+      return stat === null || /^\d+ \(.*\) Z /.test(stat);
+    };
+    const gone = await waitFor("the extraction child to end", ended, 2_000).catch(() => false);
     assert.ok(gone, `extraction child ${childPid} outlived the worker`);
     const [row] = await db.sql<JobRow[]>`
     select status, attempt_count, error from ingestion_jobs where id = ${id}`;

@@ -19,6 +19,7 @@ import { type Browser, chromium, type Page } from "playwright-core";
 import { HtmlValidate } from "html-validate";
 import * as ingestion from "../../queues/ingestion/mod.ts";
 import * as ssg from "../../queues/ssg/mod.ts";
+import * as ssgJobs from "../../queues/ssg/jobs.ts";
 import { closeExtractor } from "../../books/extract.ts";
 import { createLogger } from "../../lib/log.ts";
 import { EventHub } from "../../lib/events.ts";
@@ -218,7 +219,7 @@ dbTest(
       siteDir,
       siteUrl: "https://books.example/",
     };
-    await ssg.enqueue(db.sql);
+    await ssgJobs.enqueue(db.sql);
     const job = await ssg.claim(ctx);
     assert.ok(job);
     await ssg.run(ctx, job, new AbortController().signal);

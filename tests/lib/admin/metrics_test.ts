@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import * as ingestion from "../../../queues/ingestion/mod.ts";
+import * as ingestionJobs from "../../../queues/ingestion/jobs.ts";
 import * as ssg from "../../../queues/ssg/mod.ts";
 import * as userIngestion from "../../../queues/user_ingestion/mod.ts";
 import * as enrichment from "../../../queues/enrichment/mod.ts";
@@ -127,12 +128,12 @@ dbTest("/metrics: every series exists at startup, and the values move as jobs ru
     // Ids are known only once enqueued; the waits start before, so no event can slip past.
     const ids: { good?: string; bad?: string } = {};
     const goodDone = published(ctx.events, () => ids.good, "completed");
-    const good = await ingestion.enqueue(ctx, "good.txt", null);
+    const good = await ingestionJobs.enqueue(ctx, "good.txt", null);
     ids.good = good.id;
     await goodDone;
     assert.equal((await jobRow(db, good.id)).status, "Completed");
     const badDone = published(ctx.events, () => ids.bad, "failed");
-    const bad = await ingestion.enqueue(ctx, "bad.txt", null);
+    const bad = await ingestionJobs.enqueue(ctx, "bad.txt", null);
     ids.bad = bad.id;
     await badDone;
     assert.equal((await jobRow(db, bad.id)).status, "Failed");
@@ -161,10 +162,10 @@ dbTest("/metrics: every series exists at startup, and the values move as jobs ru
     m = await scrape();
     assert.equal(valueOf(m, "textstack_worker_lock_held", q), 0);
     await writeSource(ctx.storageDir, "later.txt", SMALL_BOOK);
-    await ingestion.enqueue(ctx, "later.txt", null);
+    await ingestionJobs.enqueue(ctx, "later.txt", null);
     await db.sql`update ingestion_jobs set run_after = now() - interval '90 seconds',
       updated_at = now() - interval '90 seconds' where source_path = 'later.txt'`;
-    assert.ok(await ingestion.retry(ctx, bad.id));
+    assert.ok(await ingestionJobs.retry(ctx, bad.id));
     await cache.refresh();
     m = await scrape();
     assert.equal(valueOf(m, "textstack_worker_jobs", { ...q, status: "Queued" }), 2);

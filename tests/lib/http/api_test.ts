@@ -4,6 +4,7 @@ import { createApi, MAX_BODY_BYTES } from "../../../lib/http/api.ts";
 import { transaction } from "../../../lib/db.ts";
 import { Lifecycle } from "../../../lib/lifecycle.ts";
 import * as ingestion from "../../../queues/ingestion/mod.ts";
+import * as ingestionJobs from "../../../queues/ingestion/jobs.ts";
 import { ingestionRoutes } from "../../../queues/ingestion/routes.ts";
 import { testApi, testControl } from "../../_api.ts";
 import { dbTest, type TestDb, waitFor } from "../../_db.ts";
@@ -97,6 +98,19 @@ dbTest(
     assert.equal(job.source_path, "book.txt");
     assert.equal(job.attempt_count, 0);
     assert.equal((await jobRow(db, job.id)).status, "Queued");
+  },
+);
+
+dbTest(
+  "GET /internal/ingestion/jobs: an unknown query parameter is a 400 that names it as a query parameter, never as the body",
+  async (db) => {
+    const { app } = await setup(db);
+    for (const key of ["edition_id", "source_path", "x", "Status", "limit2", "%C3%A9"]) {
+      for (const query of [`${key}=1`, `limit=5&${key}=`, `${key}=1&status=Failed`]) {
+        const res = await app.request(`/internal/ingestion/jobs?${query}`, { headers: auth });
+        await expectError(res, 400, /^Invalid query: Unrecognized key/);
+      }
+    }
   },
 );
 
@@ -244,7 +258,7 @@ dbTest(
     assert.ok(job);
     assert.equal(await ingestion.giveBack(ctx, job), true);
     await db.sql`update ingestion_jobs set status = 'Failed' where id = ${id}`;
-    await ingestion.retry(ctx, id);
+    await ingestionJobs.retry(ctx, id);
     const events = await readEvents(res, 3);
     assert.deepEqual(
       events.map((e) => [e.event, e.data.id, e.data.status]),

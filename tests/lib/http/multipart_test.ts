@@ -57,3 +57,28 @@ Deno.test("receiveUpload: a connection dropped mid-file is a 400, no file left",
     await Deno.remove(dir, { recursive: true });
   }
 });
+
+Deno.test("receiveUpload: a field sent twice is a 400 naming it, whichever field and order, no file left", async () => {
+  // Which of two owner_id values is meant cannot be known: refused, as a second file is.
+  const part = (name: string, value: string) =>
+    `--${BOUNDARY}\r\nContent-Disposition: form-data; name="${name}"\r\n\r\n${value}\r\n`;
+  const file =
+    `--${BOUNDARY}\r\nContent-Disposition: form-data; name="file"; filename="a.txt"\r\n` +
+    `Content-Type: text/plain\r\n\r\nOnce upon a time.\r\n`;
+  for (const name of ["owner_id", "note", "x-y"]) {
+    for (const order of [0, 1, 2]) {
+      const parts = [part(name, "7"), part(name, "8")];
+      parts.splice(order, 0, file);
+      const dir = await Deno.makeTempDir();
+      try {
+        await expectRefused(
+          request(`${parts.join("")}--${BOUNDARY}--\r\n`),
+          dir,
+          new RegExp(`second field "${name}"`),
+        );
+      } finally {
+        await Deno.remove(dir, { recursive: true });
+      }
+    }
+  }
+});

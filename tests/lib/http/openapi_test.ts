@@ -214,6 +214,46 @@ dbTest(
   },
 );
 
+dbTest(
+  "every route with an id in its path takes ids up to 9223372036854775807 and refuses one past it naming the range",
+  async (db) => {
+    // docs/http-api.md: "ids are accepted up to 9223372036854775807" (PostgreSQL bigint).
+    const app = await fullApi(db);
+    const routes = app.routes.filter((r) =>
+      r.method !== "ALL" && r.path.startsWith("/internal") && /:\w*[iI]d\b/.test(r.path)
+    );
+    assert.ok(routes.length >= 20, `${routes.length} routes with an id`);
+    const MAX = 9223372036854775807n;
+    const request = (method: string, path: string, id: bigint) =>
+      app.request(path.replace(/:\w+(\{[^}]*\})?/, String(id)), {
+        method,
+        headers: { authorization: `Bearer ${TOKEN}`, "content-type": "application/json" },
+        body: method === "GET" ? undefined : "{}",
+      });
+    for (const { method, path } of routes) {
+      // Any id of 1 to 19 digits up to the bigint maximum reaches the route: never "Invalid id".
+      for (let i = 0; i < 3; i++) {
+        const digits = Array.from(
+          { length: 1 + Math.floor(Math.random() * 19) },
+          (_, j) => String(Math.floor(Math.random() * (j === 0 ? 9 : 10)) + (j === 0 ? 1 : 0)),
+        ).join("");
+        const id = BigInt(digits) > MAX ? MAX : BigInt(digits);
+        for (const candidate of [id, MAX, 10n ** 18n]) {
+          const res = await request(method, path, candidate);
+          const body = await res.json();
+          assert.ok(
+            !(res.status === 400 && /^Invalid (id|bookId|path)\b/.test(body.error)),
+            `${method} ${path} with id ${candidate}: ${res.status} ${JSON.stringify(body)}`,
+          );
+        }
+      }
+      const res = await request(method, path, MAX + 1n);
+      assert.equal(res.status, 400, `${method} ${path} with id ${MAX + 1n}`);
+      assert.match((await res.json()).error, /up to 9223372036854775807/, `${method} ${path}`);
+    }
+  },
+);
+
 /** The pinned linter: a dev tool, run through npm, never imported by the worker. */
 const REDOCLY = "npm:@redocly/cli@2.77.0";
 

@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { dbTest } from "../../_db.ts";
 import { hostApi, insertEdition, insertFailures, snapshot } from "../../_host.ts";
 import * as autoPublish from "../../../queues/auto_publish/mod.ts";
+import * as autoPublishJobs from "../../../queues/auto_publish/jobs.ts";
 import { ingestionContext, insertJob, SMALL_BOOK, writeSource } from "../../_ingestion.ts";
 import * as ingestion from "../../../queues/ingestion/mod.ts";
 
@@ -314,7 +315,7 @@ dbTest("a job created inside a rolled-back ingestion transaction does not exist"
   const edition = await insertEdition(db.sql);
   await assert.rejects(
     db.sql.begin(async (tx) => {
-      assert.equal((await autoPublish.enqueue(tx, edition, 0)).outcome, "created");
+      assert.equal((await autoPublishJobs.enqueue(tx, edition, 0)).outcome, "created");
       throw new Error("rollback");
     }),
     /rollback/,
@@ -405,5 +406,47 @@ dbTest(
     assert.deepEqual(await claim({ claim_key: k2 }), []);
     const bad = await call("POST", "/auto-publish/jobs/claim", { claim_key: 5 });
     assert.equal(bad.status, 400);
+  },
+);
+
+dbTest(
+  "claims with one key racing a slow claim take one job: the later ones wait on the key's lock and answer the first one's job and token",
+  async (db) => {
+    const { call } = hostApi(db);
+    const claim = async (body: unknown) =>
+      (await (await call("POST", "/auto-publish/jobs/claim", body)).json()).jobs;
+    for (let i = 0; i < 4; i++) {
+      await call("POST", "/auto-publish/jobs", { edition_id: await insertEdition(db.sql) });
+    }
+    // A slow claiming write (a loaded disk): each claim holds its transaction open 300 ms after
+    // taking its row, so the racing claims surely overlap it.
+    await db.sql.unsafe(`
+      create function slow_claim() returns trigger language plpgsql as $$
+      begin
+        if new.status = 'Running' and old.status = 'Queued' then perform pg_sleep(0.3); end if;
+        return new;
+      end $$;
+      create trigger slow_claim before update on auto_publish_jobs
+        for each row execute function slow_claim();`);
+    for (const racers of [2, 3]) {
+      const key = crypto.randomUUID();
+      const first = claim({ claim_key: key });
+      await new Promise((r) => setTimeout(r, 50)); // the first claim is inside its write
+      const answers = await Promise.all([
+        first,
+        ...Array.from({ length: racers - 1 }, () => claim({ claim_key: key })),
+      ]);
+      const shapes = answers.map((jobs: { id: string; claim_token: string }[]) =>
+        jobs.map((j) => [j.id, j.claim_token])
+      );
+      assert.equal(shapes[0].length, 1, `${racers} racers`);
+      for (const again of shapes.slice(1)) assert.deepEqual(again, shapes[0], `${racers} racers`);
+      const [{ n }] = await db.sql<{ n: number }[]>`
+        select count(*)::int as n from auto_publish_jobs where claim_key = ${key}`;
+      assert.equal(n, 1, `one job carries the key (${racers} racers)`);
+    }
+    const [{ running }] = await db.sql<{ running: number }[]>`
+      select count(*)::int as running from auto_publish_jobs where status = 'Running'`;
+    assert.equal(running, 2, "one job per key");
   },
 );

@@ -9,6 +9,7 @@ import assert from "node:assert/strict";
 import { setTimeout as sleep } from "node:timers/promises";
 import { connect } from "../../../lib/db.ts";
 import * as enrichment from "../../../queues/enrichment/mod.ts";
+import * as enrichmentJobs from "../../../queues/enrichment/jobs.ts";
 import { MAX_ATTEMPTS } from "../../../queues/enrichment/mod.ts";
 import { parseAnswer } from "../../../queues/enrichment/_remote.ts";
 import { WORDS_PER_MINUTE } from "../../../queues/enrichment/_local.ts";
@@ -396,6 +397,6 @@ dbTest("stats() counts every enrichment status", async (db) => {
   await insertReadyBook(db, [ENGLISH]);
   await enrichment.claim(ctx);
   await insertReadyBook(db, [ENGLISH]);
-  const stats = await enrichment.stats(ctx.sql);
+  const stats = await enrichmentJobs.stats(ctx.sql);
   assert.deepEqual(stats.byStatus, { Pending: 1, Running: 1, Completed: 0, Failed: 0 });
 });

@@ -9,6 +9,7 @@
 import { testControl } from "../../_api.ts";
 import assert from "node:assert/strict";
 import * as ingestion from "../../../queues/ingestion/mod.ts";
+import * as ingestionJobs from "../../../queues/ingestion/jobs.ts";
 import { ingestionRoutes } from "../../../queues/ingestion/routes.ts";
 import { closeExtractor } from "../../../books/extract.ts";
 import { dbTest, type TestDb } from "../../_db.ts";
@@ -29,7 +30,7 @@ async function ingest(
   await Deno.writeFile(`${ctx.storageDir}/${name}`, bytes);
   const jobId = editionId === undefined
     ? await insertJob(db, name)
-    : (await ingestion.enqueue(ctx, name, editionId)).id;
+    : (await ingestionJobs.enqueue(ctx, name, editionId)).id;
   const job = await ingestion.claim(ctx);
   assert.ok(job);
   await ingestion.run(ctx, job, new AbortController().signal);

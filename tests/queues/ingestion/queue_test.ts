@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { connect } from "../../../lib/db.ts";
 import * as ingestion from "../../../queues/ingestion/mod.ts";
+import * as ingestionJobs from "../../../queues/ingestion/jobs.ts";
 import { listAssetVersions } from "../../../books/assets.ts";
 import { resolveSourcePath } from "../../../books/source_path.ts";
 import { dbTest, within } from "../../_db.ts";
@@ -166,7 +167,7 @@ dbTest("run() re-ingesting an edition leaves exactly one asset version on disk",
   const editionId = (await jobRow(db, first)).edition_id!;
   const shorter = SMALL_BOOK.split("CHAPTER III")[0];
   await writeSource(ctx.storageDir, "book2.txt", shorter);
-  const second = await ingestion.enqueue(ctx, "book2.txt", editionId);
+  const second = await ingestionJobs.enqueue(ctx, "book2.txt", editionId);
   await ingestion.run(ctx, (await ingestion.claim(ctx))!, new AbortController().signal);
   assert.equal((await jobRow(db, second.id)).status, "Completed");
   const [edition] = await db.sql`select asset_version from editions where id = ${editionId}`;
@@ -313,11 +314,11 @@ dbTest("retry() requeues only a Failed job, resetting attempts and error", async
   const id = await insertJob(db, "a.txt");
   await db.sql`update ingestion_jobs set status = 'Failed', attempt_count = 3, error = 'bad'
     where id = ${id}`;
-  const row = await ingestion.retry(ctx, id);
+  const row = await ingestionJobs.retry(ctx, id);
   assert.equal(row?.status, "Queued");
   assert.equal(row?.attempt_count, 0);
   assert.equal(row?.error, null);
-  assert.equal(await ingestion.retry(ctx, id), null, "a Queued job cannot be retried");
+  assert.equal(await ingestionJobs.retry(ctx, id), null, "a Queued job cannot be retried");
 });
 
 Deno.test("resolveSourcePath() refuses paths outside the storage root", () => {
@@ -413,14 +414,14 @@ dbTest(
   "stats() counts jobs by status, every status present, and the oldest runnable age",
   async (db) => {
     const ctx = await ingestionContext(db);
-    const empty = await ingestion.stats(db.sql);
+    const empty = await ingestionJobs.stats(db.sql);
     assert.deepEqual(empty.byStatus, { Queued: 0, Processing: 0, Completed: 0, Failed: 0 });
     assert.equal(empty.oldestRunnableAgeS, null);
     await db.sql`insert into ingestion_jobs (source_path, created_at, run_after)
     values ('a.txt', now() - interval '90 seconds', now() - interval '90 seconds'),
            ('b.txt', now(), now() + interval '1 hour')`;
     await db.sql`insert into ingestion_jobs (source_path, status) values ('c.txt', 'Failed')`;
-    const some = await ingestion.stats(ctx.sql);
+    const some = await ingestionJobs.stats(ctx.sql);
     assert.deepEqual(some.byStatus, { Queued: 2, Processing: 0, Completed: 0, Failed: 1 });
     assert.ok(some.oldestRunnableAgeS! >= 89 && some.oldestRunnableAgeS! < 120);
   },

@@ -10,6 +10,7 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import * as ssg from "../../../queues/ssg/mod.ts";
+import * as ssgJobs from "../../../queues/ssg/jobs.ts";
 import { repairAssets } from "../../../queues/ingestion/_assets.ts";
 import { liveBuild } from "../../../site/builds.ts";
 import { dbTest, type TestDb } from "../../_db.ts";
@@ -29,7 +30,7 @@ async function setup(db: TestDb) {
   const ctx = await ssgContext(db);
   const ingest = await ingestionContext(db, { storageDir: ctx.storageDir });
   const rebuild = async () => {
-    const { job } = await ssg.enqueue(ctx.sql);
+    const { job } = await ssgJobs.enqueue(ctx.sql);
     const claimed = (await ssg.claim(ctx))!;
     assert.equal(claimed.id, job.id);
     await ssg.run(ctx, claimed, new AbortController().signal);
@@ -109,7 +110,7 @@ dbTest(
   "repairs join a Queued Full rebuild, and an unpublished edition's repair queues none",
   async (db) => {
     const { ctx, ingest } = await setup(db);
-    const { job } = await ssg.enqueue(ctx.sql);
+    const { job } = await ssgJobs.enqueue(ctx.sql);
     await lagging(db, ctx.storageDir, "One");
     await lagging(db, ctx.storageDir, "Two");
     assert.equal(await repairAssets(ingest, new AbortController().signal), 2);

@@ -6,6 +6,7 @@ import { QueueLock } from "../../../lib/lock.ts";
 import { Wake } from "../../../lib/wake.ts";
 import { listenForWakes } from "../../../lib/listener.ts";
 import * as ssg from "../../../queues/ssg/mod.ts";
+import * as ssgJobs from "../../../queues/ssg/jobs.ts";
 import { dbTest, type TestDb, waitFor } from "../../_db.ts";
 import { insertEdition, ssgContext, ssgJob } from "../../_ssg.ts";
 
@@ -51,7 +52,7 @@ dbTest(
   "claim() takes the oldest Queued job: Running, started, attempt counted, claimed_by",
   async (db) => {
     const ctx = await ssgContext(db);
-    const { job: queued } = await ssg.enqueue(db.sql);
+    const { job: queued } = await ssgJobs.enqueue(db.sql);
     const job = await ssg.claim(ctx);
     assert.deepEqual(job, { id: queued.id, attempt_count: 1, claimed_by: ctx.bootId });
     const row = await ssgJob(db, queued.id);
@@ -63,7 +64,7 @@ dbTest(
 
 dbTest("claim() skips a Queued row another session holds", async (db) => {
   const ctx = await ssgContext(db);
-  const { job } = await ssg.enqueue(db.sql);
+  const { job } = await ssgJobs.enqueue(db.sql);
   const other = connect(db.url, { schema: db.schema, applicationName: "test-holder", max: 1 });
   try {
     await other.begin(async (tx) => {
@@ -86,7 +87,7 @@ dbTest("recover() fails every Running row, at any age, with the ADR's error", as
   const crashed = await insertRunning(db, crypto.randomUUID());
   const mine = await insertRunning(db, ctx.bootId);
   await db.sql`update ssg_rebuild_jobs set status = 'Completed' where id = ${mine}`;
-  const { job: queued } = await ssg.enqueue(db.sql);
+  const { job: queued } = await ssgJobs.enqueue(db.sql);
   await ssg.recover(ctx, new AbortController().signal);
   const row = await ssgJob(db, crashed);
   assert.deepEqual([row.status, row.error, row.claimed_by], [
@@ -124,7 +125,7 @@ dbTest("the consumer recovers before every claim, not only at startup", async (d
   const ctx = await ssgContext(db);
   const stop = await startConsumer(db, ctx);
   try {
-    const { job: first } = await ssg.enqueue(db.sql);
+    const { job: first } = await ssgJobs.enqueue(db.sql);
     await waitFor(
       "the first rebuild",
       async () => (await ssgJob(db, first.id)).status === "Completed",
@@ -132,7 +133,7 @@ dbTest("the consumer recovers before every claim, not only at startup", async (d
     );
     // A Running row left while the worker stayed up (its status writes were lost).
     const lost = await insertRunning(db, ctx.bootId);
-    const { job: second } = await ssg.enqueue(db.sql);
+    const { job: second } = await ssgJobs.enqueue(db.sql);
     await waitFor(
       "the second rebuild",
       async () => (await ssgJob(db, second.id)).status === "Completed",
@@ -161,10 +162,10 @@ dbTest("at most one Queued Full job under concurrent requests and publishes", as
   );
   try {
     const results = await Promise.all(pools.flatMap((pool, p) => [
-      ssg.enqueue(pool),
-      ssg.requestRebuild({ ...ctx, sql: pool }),
-      transaction(pool, ctx.log, (tx) => ssg.publishEdition(tx.sql, ids[p], true)),
-      ssg.enqueue(pool),
+      ssgJobs.enqueue(pool),
+      ssgJobs.requestRebuild({ ...ctx, sql: pool }),
+      transaction(pool, ctx.log, (tx) => ssgJobs.publishEdition(tx.sql, ids[p], true)),
+      ssgJobs.enqueue(pool),
     ]));
     assert.equal(results.length, 16);
   } finally {
@@ -190,13 +191,21 @@ dbTest(
       published: false,
     });
     const running = (await ssg.claim(ctx)) ??
-      (await ssg.enqueue(db.sql), await ssg.claim(ctx));
+      (await ssgJobs.enqueue(db.sql), await ssg.claim(ctx));
     assert.ok(running);
-    const first = await transaction(db.sql, ctx.log, (tx) => ssg.publishEdition(tx.sql, a, true));
+    const first = await transaction(
+      db.sql,
+      ctx.log,
+      (tx) => ssgJobs.publishEdition(tx.sql, a, true),
+    );
     assert.ok(first && first.published_at);
     assert.notEqual(first.rebuild.id, running.id, "the Running job does not count");
     assert.equal(first.rebuild.status, "Queued");
-    const second = await transaction(db.sql, ctx.log, (tx) => ssg.publishEdition(tx.sql, b, true));
+    const second = await transaction(
+      db.sql,
+      ctx.log,
+      (tx) => ssgJobs.publishEdition(tx.sql, b, true),
+    );
     assert.equal(second?.rebuild.id, first.rebuild.id, "the queued follow-up is reused");
     assert.equal(await queuedCount(db), 1);
     // The follow-up, run after the publishes, puts both on the site.
@@ -213,9 +222,9 @@ dbTest(
   "giveBack() un-counts the attempt and coalesces a queued follow-up into the job",
   async (db) => {
     const ctx = await ssgContext(db);
-    await ssg.enqueue(db.sql);
+    await ssgJobs.enqueue(db.sql);
     const job = (await ssg.claim(ctx))!;
-    const { job: followUp, created } = await ssg.enqueue(db.sql);
+    const { job: followUp, created } = await ssgJobs.enqueue(db.sql);
     assert.ok(created);
     assert.equal(await ssg.giveBack(ctx, { ...job, claimed_by: crypto.randomUUID() }), false);
     assert.equal(
@@ -240,7 +249,7 @@ dbTest(
 dbTest("run() on a lost claim neither completes the job nor switches the site", async (db) => {
   const ctx = await ssgContext(db);
   await insertEdition(db, ctx.storageDir, { title: "A", chapters: [] });
-  await ssg.enqueue(db.sql);
+  await ssgJobs.enqueue(db.sql);
   const job = (await ssg.claim(ctx))!;
   await ssg.recover(ctx, new AbortController().signal); // another worker's sweep
   await ssg.run(ctx, job, new AbortController().signal);
@@ -251,7 +260,7 @@ dbTest("run() on a lost claim neither completes the job nor switches the site", 
 
 dbTest("run() past SSG_TIMEOUT_MS fails the job with the reason", async (db) => {
   const ctx = await ssgContext(db);
-  await ssg.enqueue(db.sql);
+  await ssgJobs.enqueue(db.sql);
   const job = (await ssg.claim(ctx))!;
   const signal = AbortSignal.abort(new DOMException("Run exceeded 5 ms", "TimeoutError"));
   await ssg.run(ctx, job, signal);
@@ -263,15 +272,15 @@ dbTest("run() past SSG_TIMEOUT_MS fails the job with the reason", async (db) => 
 
 dbTest("retry() brings back only a Failed job, and not while another is Queued", async (db) => {
   const ctx = await ssgContext(db);
-  await ssg.enqueue(db.sql);
+  await ssgJobs.enqueue(db.sql);
   const job = (await ssg.claim(ctx))!;
-  assert.equal(await ssg.retry(ctx, job.id), null, "a Running job is not retried");
+  assert.equal(await ssgJobs.retry(ctx, job.id), null, "a Running job is not retried");
   await ssg.recover(ctx, new AbortController().signal);
-  const { job: other } = await ssg.enqueue(db.sql);
-  assert.equal(await ssg.retry(ctx, job.id), null, "another Full job is queued");
+  const { job: other } = await ssgJobs.enqueue(db.sql);
+  assert.equal(await ssgJobs.retry(ctx, job.id), null, "another Full job is queued");
   assert.equal((await ssgJob(db, job.id)).status, "Failed");
   await db.sql`delete from ssg_rebuild_jobs where id = ${other.id}`;
-  const retried = await ssg.retry(ctx, job.id);
+  const retried = await ssgJobs.retry(ctx, job.id);
   assert.deepEqual(
     [retried?.status, retried?.attempt_count, retried?.error, retried?.finished_at],
     ["Queued", 0, null, null],
@@ -279,14 +288,14 @@ dbTest("retry() brings back only a Failed job, and not while another is Queued",
 });
 
 dbTest("stats() counts every status and the age of the queued job", async (db) => {
-  assert.deepEqual(await ssg.stats(db.sql), {
+  assert.deepEqual(await ssgJobs.stats(db.sql), {
     byStatus: { Queued: 0, Running: 0, Completed: 0, Failed: 0 },
     oldestRunnableAgeS: null,
   });
   await insertRunning(db, crypto.randomUUID());
   await db.sql`
     insert into ssg_rebuild_jobs (status, created_at) values ('Queued', now() - interval '30 s')`;
-  const stats = await ssg.stats(db.sql);
+  const stats = await ssgJobs.stats(db.sql);
   assert.deepEqual(stats.byStatus, { Queued: 1, Running: 1, Completed: 0, Failed: 0 });
   assert.ok(stats.oldestRunnableAgeS! >= 30 && stats.oldestRunnableAgeS! < 60);
 });

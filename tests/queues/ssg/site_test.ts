@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import * as ssg from "../../../queues/ssg/mod.ts";
+import * as ssgJobs from "../../../queues/ssg/jobs.ts";
 import { buildsDir } from "../../../site/builds.ts";
 import { keepResolvableRefs } from "../../../site/render.ts";
 import { dbTest, type TestDb } from "../../_db.ts";
@@ -14,7 +15,7 @@ type Ctx = Awaited<ReturnType<typeof ssgContext>>;
 
 /** Queue and claim a rebuild, then run it to its end. */
 async function rebuild(ctx: Ctx, signal = new AbortController().signal) {
-  await ssg.enqueue(ctx.sql);
+  await ssgJobs.enqueue(ctx.sql);
   const job = await ssg.claim(ctx);
   assert.ok(job, "a queued rebuild was claimed");
   await ssg.run(ctx, job, signal);
@@ -136,7 +137,7 @@ dbTest(
     });
 
     armed = true;
-    await ssg.enqueue(ctx.sql);
+    await ssgJobs.enqueue(ctx.sql);
     const job = await ssg.claim(ctx);
     assert.ok(job);
     await assert.rejects(ssg.run(ctx, job, abort.signal), /Shutting down/);

@@ -8,6 +8,7 @@ import assert from "node:assert/strict";
 import { connect } from "../../../lib/db.ts";
 import { closeExtractor } from "../../../books/extract.ts";
 import * as userIngestion from "../../../queues/user_ingestion/mod.ts";
+import * as userIngestionJobs from "../../../queues/user_ingestion/jobs.ts";
 import {
   INTERRUPTED_MESSAGE,
   MAX_ATTEMPTS,
@@ -291,10 +292,14 @@ dbTest(
   "retry() requeues only a Failed job and its book, resetting attempts and error",
   async (db) => {
     const { ctx, job, bookId, jobId } = await claimed(db, "broken.epub", "not a zip");
-    assert.equal(await userIngestion.retry(ctx, jobId), null, "a Processing job is not retried");
+    assert.equal(
+      await userIngestionJobs.retry(ctx, jobId),
+      null,
+      "a Processing job is not retried",
+    );
     await userIngestion.run(ctx, job, new AbortController().signal);
     closeExtractor();
-    const retried = await userIngestion.retry(ctx, jobId);
+    const retried = await userIngestionJobs.retry(ctx, jobId);
     assert.deepEqual([retried?.status, retried?.attempt_count, retried?.error], [
       "Queued",
       0,
@@ -302,14 +307,14 @@ dbTest(
     ]);
     const book = await bookRow(db, bookId);
     assert.deepEqual([book.status, book.error], ["Processing", null]);
-    assert.equal(await userIngestion.retry(ctx, jobId), null, "a Queued job is not retried");
+    assert.equal(await userIngestionJobs.retry(ctx, jobId), null, "a Queued job is not retried");
   },
 );
 
 dbTest("stats() counts every status", async (db) => {
   const { ctx } = await claimed(db, "a.txt");
   await insertUserBook(db, "b.txt");
-  const stats = await userIngestion.stats(ctx.sql);
+  const stats = await userIngestionJobs.stats(ctx.sql);
   assert.deepEqual(stats.byStatus, { Queued: 1, Processing: 1, Completed: 0, Failed: 0 });
   assert.equal(typeof stats.oldestRunnableAgeS, "number");
 });
