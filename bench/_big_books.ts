@@ -1,5 +1,5 @@
 /**
- * Big generated books for `deno task fidelity --large` (issue 10, "Big books stay fast and small":
+ * Big generated books for `deno task fidelity --large` ("Big books stay fast and small":
  * MB/s and peak RSS for big inputs): the two EPUBs the issue names — 2,014 chapters in ~10 MB and a
  * ~1 MB MathML textbook (`tests/_epub.ts`) — and a ~10 MB novel in each text format, generated
  * here, never committed. Each comes with the chapter titles it must come out with.

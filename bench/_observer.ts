@@ -1,5 +1,5 @@
 /**
- * How the runtime section counts (issue 11): the bench's own connection, as the role
+ * How the runtime section counts: the bench's own connection, as the role
  * `bench_observer`, reads `pg_stat_statements` (top-level calls, utility ones included), the
  * database's committed transactions (`pg_stat_database.xact_commit`) and the WAL writes and syncs
  * (`pg_stat_io`, `object = 'wal'`; PostgreSQL 18 moved them out of `pg_stat_wal`), before and

@@ -1,6 +1,6 @@
 /**
  * What a reader of the source sees, for the fidelity report's "share of the source's visible text
- * kept" (issue 10, "Measured"): the words of a book file as its own format shows them, read
+ * kept": the words of a book file as its own format shows them, read
  * independently of the extractor's chapter logic (the same decoder and parser, nothing else).
  *
  * - Plain text and Markdown: the file's text inside the Project Gutenberg frame.

@@ -1,5 +1,5 @@
 /**
- * `deno task chaos [--short]`: the fault matrix of issue 9. Each row runs the real worker
+ * `deno task chaos [--short]`: the fault matrix. Each row runs the real worker
  * (`main.ts`, spawned) against an embedded PostgreSQL behind a TCP proxy this script controls
  * (tests/_proxy.ts), with jobs flowing, applies one fault, then SIGTERMs every worker still
  * running, and prints: jobs enqueued, completed, failed, given back, double-run (a job completed

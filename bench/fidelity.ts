@@ -1,5 +1,5 @@
 /**
- * `deno task fidelity`: the fidelity report on the regression set (issue 10, "Measured"). Per book:
+ * `deno task fidelity`: the fidelity report on the regression set. Per book:
  * chapters found against expected (count, and titles equal), the share of the source's visible
  * words kept in the chapters, Project Gutenberg licence text left in, the licence kept with the
  * edition instead, internal links that land nowhere, title and author found,
@@ -67,7 +67,7 @@ interface Expected {
   large: boolean;
 }
 
-/** Issue 10's targets for big inputs. */
+/** The targets for big inputs. */
 const MIN_MB_PER_S = 5;
 const MAX_PEAK_RSS = 300 * 1024 * 1024;
 

@@ -1,4 +1,4 @@
-// The graphile-worker side of `deno task bench --peer` (issue 11), run under Node by bench/peer.ts:
+// The graphile-worker side of `deno task bench --peer`, run under Node by bench/peer.ts:
 // a runner at concurrency 1 (the usual choice for a sequential Node queue) on the bench's
 // database, with one task: `noop` (returns at once) or `ingest` (the comparable work: read the
 // book file, insert its chapters as rows, write one file).

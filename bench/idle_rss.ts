@@ -1,5 +1,5 @@
 /**
- * The worker's memory, measured precisely (issue 11, memory): spawns `main.ts` with its checkout's
+ * The worker's memory, measured precisely: spawns `main.ts` with its checkout's
  * `start` command line (bench/_start_command.ts), waits for `/readyz` 200, then
  * {@linkcode IDLE_MS} idle, and reads `/proc/<pid>/status` (VmRSS and its anonymous and
  * file-backed parts). With `--probe`, bench/_mem_probe.ts is preloaded and also reports V8's heap

@@ -1,5 +1,5 @@
 /**
- * What each part of the worker costs in memory just by being loaded (issue 11, memory): imports
+ * What each part of the worker costs in memory just by being loaded: imports
  * `main.ts`'s modules one group at a time, in `main.ts`'s order, in this one process, and after
  * each group runs a full GC and reads VmRSS and V8's heap. A group's cost is what it adds to what
  * came before it (a package that an earlier group already loaded costs the later one nothing).

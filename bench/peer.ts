@@ -1,5 +1,5 @@
 /**
- * The graphile-worker peer of the runtime section (`deno task bench --peer`, issue 11; not part of
+ * The graphile-worker peer of the runtime section (`deno task bench --peer`; not part of
  * CI): graphile-worker {@linkcode GRAPHILE_VERSION} at concurrency 1, under Node
  * (bench/graphile_peer.mjs), on the same database, with the same job counts, counted by the same
  * {@linkcode Observer}. It is installed with npm into `.data/bench-peer/` on first use (a bench

@@ -4,10 +4,10 @@
  *   interval so only NOTIFY can wake the consumer;
  * - throughput: 1,000 jobs inserted in one transaction, first claim → last completion;
  * - the worker's resident memory (VmRSS) after the burst;
- * - EPUB extraction (issue 10): synthetic big EPUBs (generated here, `tests/_epub.ts`) — 2,014
+ * - EPUB extraction: synthetic big EPUBs (generated here, `tests/_epub.ts`) — 2,014
  *   chapters in ~10 MB, and a ~1 MB MathML textbook — extracted in this process (MB/s of wall
  *   and of CPU time), then ingested by the worker (MB/s claim → completion, its peak RSS, VmHWM);
- * - then the runtime section (bench/runtime.ts, issue 11): statements, commits and WAL syncs per
+ * - then the runtime section (bench/runtime.ts): statements, commits and WAL syncs per
  *   job, wake latency, drain throughput, RSS and the scale of claim and recovery, beside the
  *   issue's targets.
  *

@@ -1,5 +1,5 @@
 /**
- * The runtime section of `deno task bench` (issue 11): per-job database cost, wake latency,
+ * The runtime section of `deno task bench`: per-job database cost, wake latency,
  * drain throughput, memory and scale, each printed beside its issue target with pass/fail; with
  * `--peer`, graphile-worker beside it (bench/peer.ts) and the ratios the targets name.
  *

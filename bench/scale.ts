@@ -1,5 +1,5 @@
 /**
- * The scale section of `deno task bench` (issue 11): what the ingestion queue's claim and its
+ * The scale section of `deno task bench`: what the ingestion queue's claim and its
  * recovery sweep cost on an empty table, with 1,000,000 finished rows, and with 100,000 `Queued`
  * rows. Target: within 1.2× of the empty table.
  *
@@ -12,7 +12,7 @@
  * server's mean execution time per call and the shared buffers it touched; the target is judged on
  * the buffers. A claim takes a quarter of a millisecond and a recovery a few microseconds: on a
  * loaded 2-core machine their times vary between runs by more than the 20% the target allows,
- * while what grows with a backlog shows in the buffers at once (the sweep before issue 11 touched
+ * while what grows with a backlog shows in the buffers at once (a sweep reading every row touched
  * 1,140 buffers, 11 ms, with 100,000 queued rows), and a B-tree one level deeper costs one buffer
  * per descent whatever the backlog.
  *

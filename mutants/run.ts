@@ -1,5 +1,5 @@
 /**
- * `deno task mutants`: the mutation check of issue 6. Every rule the queues rely on (a fence, a
+ * `deno task mutants`: the mutation check. Every rule the queues rely on (a fence, a
  * status transition, a wake source, a channel mode, …) is broken on purpose, one at a time, and the
  * test files named for it must fail; a mutation they do not catch is a rule no test guards.
  *

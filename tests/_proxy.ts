@@ -1,6 +1,6 @@
 /**
  * A small TCP proxy between the worker and PostgreSQL that a test or the chaos matrix controls
- * (issue 9): black-hole the connections of one role (by `application_name`: bytes stop flowing
+ * : black-hole the connections of one role (by `application_name`: bytes stop flowing
  * both ways, nothing closes — a NAT that forgot the flow), drop notifications on the way to the
  * client (a pooler that accepts LISTEN and never delivers), lose every reply to one role while its
  * queries still reach the server (a statement commits and its answer never arrives), or cut

@@ -39,16 +39,30 @@ const rounds: string[][] = Deno.args[0] === "--run"
   : Deno.args.length > 0
   ? [["test", "-A", ...Deno.args]]
   : [
-    ["test", "-A", "--parallel", `--ignore=${WHOLE_PROCESS.join(",")}`, ...ownSchemaFolders()],
+    ["test", "-A", "--parallel", ...ownSchemaFiles()],
     ["test", "-A", ...WHOLE_PROCESS, "tests/process/"],
   ];
 
-/** Every folder of tests/ but tests/process (and fixtures): the rooms whose files need only a schema. */
-function ownSchemaFolders(): string[] {
-  return [...Deno.readDirSync("tests")]
-    .filter((e) => e.isDirectory && e.name !== "process" && e.name !== "fixtures")
-    .map((e) => `tests/${e.name}/`)
-    .sort();
+/**
+ * Every test file of tests/ but tests/process, fixtures and the {@linkcode WHOLE_PROCESS} files:
+ * the files that need only a schema, named one by one (`deno test --ignore` next to folder
+ * arguments is not applied reliably).
+ */
+function ownSchemaFiles(): string[] {
+  const found: string[] = [];
+  const walk = (dir: string) => {
+    for (const entry of Deno.readDirSync(dir)) {
+      const path = `${dir}/${entry.name}`;
+      if (entry.isDirectory) walk(path);
+      else if (/_test\.tsx?$/.test(entry.name) && !WHOLE_PROCESS.includes(path)) found.push(path);
+    }
+  };
+  for (const entry of Deno.readDirSync("tests")) {
+    if (entry.isDirectory && !["process", "fixtures"].includes(entry.name)) {
+      walk(`tests/${entry.name}`);
+    }
+  }
+  return found.sort();
 }
 
 let child: Deno.ChildProcess | undefined;

@@ -1,6 +1,6 @@
 /**
  * Every EPUB case of `/work/shared/cases/books/CASES.md` (copied to `tests/fixtures/cases/`) as
- * the result it must give, and more books of each case's kind built here (issue 10: "Each stands
+ * the result it must give, and more books of each case's kind built here ("Each stands
  * for a kind: fix the kind"): navigation titles, creators' roles, archive quirks, what the
  * sanitiser keeps and removes, language and direction.
  *

@@ -1,5 +1,5 @@
 /**
- * The plain-text, HTML and Markdown cases of issue 10 (`shared/cases/books/CASES.md`, copied into
+ * The plain-text, HTML and Markdown cases (`shared/cases/books/CASES.md`, copied into
  * `tests/fixtures/cases/`), each with its expected result, and beside each a book built here of the
  * same kind, so the kind is fixed and not only the file: encodings declared and undeclared,
  * wrapped headings, contents lists, the Gutenberg frame, bylines, the heading level that divides

@@ -138,7 +138,7 @@ Deno.test("extractBook() splits an HTML book whose only h1 is its title at h2", 
   ]);
 });
 
-// Issue 10: the level that divides the book is the highest one used twice; a lower heading stays
+// The level that divides the book is the highest one used twice; a lower heading stays
 // inside its chapter.
 Deno.test("extractBook() splits an HTML book at h1 when h1s are chapters, keeping h2 inside", async () => {
   const book = await extractFrom(
@@ -182,7 +182,7 @@ Deno.test("extractBook() sanitises an HTML book's chapters", async () => {
   );
   assert.equal(book.chapters.length, 1);
   assertSanitised(book.chapters[0].html);
-  // Issue 10: inline SVG is kept with its text (sanitised), like everything else a reader sees.
+  // Inline SVG is kept with its text (sanitised), like everything else a reader sees.
   assert.ok(book.chapters[0].html.includes("<svg><text>cover words</text></svg>"));
   assert.ok(!book.chapters[0].html.includes("alert"), book.chapters[0].html);
 });

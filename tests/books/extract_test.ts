@@ -140,7 +140,7 @@ Deno.test("extractBook() reports an empty or whitespace-only file as unreadable"
   });
 });
 
-// Issue 10: Latin-1 books were Failed as "not valid UTF-8"; they are decoded, with a warning.
+// Latin-1 books must never be Failed as "not valid UTF-8"; they are decoded, with a warning.
 Deno.test("extractBook() decodes a text book that is not UTF-8 as detected, with a warning", async () => {
   await inTempDir(async (dir) => {
     const path = join(dir, "latin1.txt");

@@ -284,7 +284,7 @@ Deno.test("extractBook() ends the worker that extracted a big book instead of id
   });
 });
 
-// Issue 11: for a tiny book the worker's round trip cost more than the parse.
+// For a tiny book the worker's round trip costs more than the parse.
 Deno.test("extractBook() reads a plain-text book of INLINE_BOOK_BYTES on the calling thread: no worker idles", async () => {
   await inTempDir(async (dir) => {
     const head = "Tiny\n\nSome words";

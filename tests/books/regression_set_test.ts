@@ -1,7 +1,7 @@
 /**
  * The regression set of real public-domain books (`tests/fixtures/books/`, see its `SOURCES.md`):
  * every book's title, author and chapter titles come out exactly as counted from the book itself
- * (issue 10, "chapter counts exact"; for an EPUB, one chapter per spine item titled by its
+ * ("chapter counts exact"; for an EPUB, one chapter per spine item titled by its
  * navigation), language and direction where the book states them, with no Project Gutenberg
  * licence text in any chapter.
  * Extracted in process: the worker around it is `extract_test.ts`'s subject, and a fresh worker

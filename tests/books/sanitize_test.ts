@@ -1,7 +1,7 @@
 /**
- * The chapter allow-list (`books/sanitize.ts`), applied to the parsed tree in one walk (issue 10,
- * "Nothing the reader sees is lost… still no scripts, handlers or `javascript:`"; "Big books stay
- * fast": no serialise-and-reparse). What is kept, what is dropped, how URLs are checked, how text
+ * The chapter allow-list (`books/sanitize.ts`), applied to the parsed tree in one walk: nothing
+ * the reader sees is lost, still no scripts, handlers or `javascript:`, and big books stay fast (no
+ * serialise-and-reparse). What is kept, what is dropped, how URLs are checked, how text
  * and attributes are escaped, and when a chapter is blank.
  *
  * @module

@@ -1,7 +1,7 @@
 /**
  * `classifyLine()` on lines far longer than a heading (`books/text_headings.ts`): a long line is
  * refused without collapsing all of it, and a heading padded with white space, as HTML elements'
- * text often is, still fits (issue 10, "Big books stay fast": the length check came after
+ * text often is, still fits ("Big books stay fast": the length check came after
  * collapsing each section's whole text).
  *
  * @module

@@ -1,5 +1,5 @@
 /**
- * The backoff rules of issue 9, item 4: a database that is not there (or not writable) yet is
+ * The backoff rules: a database that is not there (or not writable) yet is
  * waited for with a delay capped at 5 s and one log line per step, and repeated faults back off
  * to a cap; which database errors count as transient faults, and which reopen the pool, is
  * decided by {@linkcode dbFault} — checked here on real errors from a real server.

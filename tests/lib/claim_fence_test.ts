@@ -1,5 +1,5 @@
 /**
- * The lock's claim fence in every queue the consumer drives (ADR-022, issue 9): a claim run with
+ * The lock's claim fence in every queue the consumer drives (ADR-022): a claim run with
  * the fence of a lock whose session is gone takes nothing, even while a standby holds the queue's
  * lock and is the one consumer. The queue contract (lib/consumer.ts `Queue.claim`) lets a claim
  * ignore its `lockHeld` argument without a type error, so each queue is checked here.

@@ -127,7 +127,7 @@ Deno.test("parseQueueSettings() refuses a setting the queue does not have, sayin
 
 Deno.test("every setting is checked whenever it is set, its feature on or off", () => {
   const cases: Array<[string, () => unknown, RegExp]> = [
-    // Checked though ENRICHMENT_API_URL is unset (review5: it was ignored until the URL was set).
+    // Checked though ENRICHMENT_API_URL is unset.
     [
       "ENRICHMENT_API_TIMEOUT_MS",
       () => enrichment.readRemoteSettings({ ENRICHMENT_API_TIMEOUT_MS: "abc" }),

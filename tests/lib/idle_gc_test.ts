@@ -1,5 +1,5 @@
 /**
- * lib/idle_gc.ts (issue 11, memory): one full collection after each burst of job events, once
+ * lib/idle_gc.ts: one full collection after each burst of job events, once
  * they stop; none while they keep coming, none without events; and one after `markActive()`
  * (main.ts: the startup's), logged with the heap before and after.
  *

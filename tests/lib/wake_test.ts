@@ -1,5 +1,5 @@
 /**
- * Every wake source of a queue (STYLE.md §5): NOTIFY, each (re)listen, the poll timer and the end
+ * Every wake source of a queue (docs/development.md): NOTIFY, each (re)listen, the poll timer and the end
  * of a job. Each test leaves its source the only one that can start the work it waits for.
  *
  * @module

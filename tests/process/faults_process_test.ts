@@ -1,5 +1,5 @@
 /**
- * Issue 9, the whole process: a read-only database at boot, an exit code that tells whether every
+ * Faults, the whole process: a read-only database at boot, an exit code that tells whether every
  * job was given back, readiness within 5 s of a normal start, and stderr that carries only JSON.
  */
 import assert from "node:assert/strict";

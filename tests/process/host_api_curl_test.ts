@@ -1,5 +1,5 @@
 /**
- * The claim API against a spawned worker, with real curl: the bad-request matrix of issue 8's
+ * The claim API against a spawned worker, with real curl: the bad-request matrix of the claim API's
  * "Done when" (only 4xx, nothing changes), 405 with `Allow`, 503 for an unreachable database, and
  * the IndexNow ping after a complete's commit.
  */

@@ -1,6 +1,6 @@
 /**
  * The host pollers run for real (POSIX sh + curl + jq) against a spawned worker, with real
- * signals (issue 8).
+ * signals.
  */
 import assert from "node:assert/strict";
 import { dbTest, type TestDb, waitFor } from "../_db.ts";

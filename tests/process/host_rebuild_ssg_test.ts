@@ -1,5 +1,5 @@
 /**
- * `host/rebuild-ssg.sh` runs for real (`sh`, curl, jq) against a spawned worker (issue 8; ADR-022
+ * `host/rebuild-ssg.sh` runs for real (`sh`, curl, jq) against a spawned worker (ADR-022
  * row 4: "rebuild-ssg.sh follows a Queued one or waits out a Running one"). A render is held in
  * flight by a lock on `chapters` from a second session, as tests/process/ssg_process_test.ts does, so the
  * script meets a `Running` job and a `Queued` follow-up without any test hook in the worker.

@@ -1,7 +1,7 @@
 /**
  * The worker behind a real PgBouncer (Debian's `pgbouncer`, installed by .ci/run): in
  * `pool_mode = transaction` LISTEN and session advisory locks do not work, and the worker must
- * say so at start and stay unready (issue 9, review: "detect that case at start"); in
+ * say so at start and stay unready ("detect that case at start"); in
  * `pool_mode = session` — the control that proves the check can pass — it is ready as on a direct
  * connection.
  *

@@ -1,5 +1,5 @@
 /**
- * Readiness of the real `main.ts` behind tests/_proxy.ts (issue 9): a listener that stops
+ * Readiness of the real `main.ts` behind tests/_proxy.ts: a listener that stops
  * delivering (a proxy or pooler that drops notifications) makes `/readyz` 503 with the listener
  * `degraded` while everything else is fine, and 200 again once a probe comes back; and every
  * connection says what it is in `application_name` (the names the proxy sees in each startup
@@ -67,7 +67,7 @@ dbTest(
       assert.equal((await readyz(base)).checks.listener, "live");
 
       // What a dependency writes to the console (tests/fixtures/console_note_preload.ts) reaches
-      // the log as JSON lines, not stderr as text (issue 9, item 9).
+      // the log as JSON lines, not stderr as text.
       await worker.waitForLog("runtime message", { note: "a note from a dependency" }, 10_000);
       await worker.waitForLog("runtime message", { note: "an error from a dependency" }, 10_000);
     } finally {

@@ -1,5 +1,5 @@
 /**
- * What the worker loads only on first use (issue 11, memory: what no request needs is not held at
+ * What the worker loads only on first use (what no request needs is not held at
  * idle), checked on `main.ts`'s module graph (`deno info`): the dashboard, the OpenAPI document's
  * builder and the multipart parser are reached only through dynamic imports. How a lazily loaded
  * app answers is tests/lib/http/api_test.ts's; that the worker still serves them, tests/process/process_test.ts

@@ -1,5 +1,5 @@
 /**
- * Issue 9, item 6 and item 9: readiness vs liveness, the event stream during shutdown, HEAD, ids
+ * Readiness vs liveness, the event stream during shutdown, HEAD, ids
  * up to the bigint range, 405, 503 for an unavailable database, relative paths, secrets, and the
  * token file written create-new.
  */

@@ -126,7 +126,7 @@ dbTest(
     assert.deepEqual(doc.servers, [{ url: "http://localhost", description: "This worker" }]);
     assert.ok(doc.info.license.name);
 
-    // The error answers in front of every handler are listed, each a JSON `{ error }` (review5).
+    // The error answers in front of every handler are listed, each a JSON `{ error }`.
     const refs = new Map<string, number>();
     for (const [status, { name }] of Object.entries(ERROR_RESPONSES)) {
       refs.set(`#/components/responses/${name}`, Number(status));

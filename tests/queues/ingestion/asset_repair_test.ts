@@ -1,5 +1,5 @@
 /**
- * The asset repair inside the ingestion queue's `recover` (issue 9, review: "bound it by time and
+ * The asset repair inside the ingestion queue's `recover` ("bound it by time and
  * keep its errors from blocking claims"), on real PostgreSQL and a real storage directory: a
  * repair slowed by a table lock held in another session stops at `REPAIR_BUDGET_MS`, and a repair
  * the database refuses leaves the consumer claiming and completing jobs.

@@ -1,5 +1,5 @@
 /**
- * What an ingested EPUB leaves for a reader (issue 10): chapters and the files they use written
+ * What an ingested EPUB leaves for a reader: chapters and the files they use written
  * side by side, every `src` and internal `href` resolving on disk with its `#fragment`; the
  * edition's language, direction and warnings stored and returned with the job; resources kept in
  * the database so the asset repair rewrites them too.

@@ -1,6 +1,6 @@
 /**
  * The rules on ingestion's settling writes that a lost claim and a failed commit put to the test
- * (issue 6): each fence column on its own, the claim's shape, effects only after COMMIT, and a
+ * : each fence column on its own, the claim's shape, effects only after COMMIT, and a
  * cancelled run's result never saved.
  *
  * @module
