@@ -6,6 +6,7 @@
  */
 import { ConfigError, parseConfig } from "./lib/config.ts";
 import { createLogger } from "./lib/log.ts";
+import { redactError, registerSecret, registerSecretsFrom } from "./lib/redact.ts";
 import { setTimeout as sleep } from "node:timers/promises";
 import { connect, dbFault, guardDriverCloseCrash, recyclePool, type Sql } from "./lib/db.ts";
 import type { EmbeddedServer } from "./lib/embedded.ts";
@@ -19,6 +20,7 @@ import { QueueLock } from "./lib/lock.ts";
 import { Consumer } from "./lib/consumer.ts";
 import type { QueueContext } from "./lib/queue.ts";
 import { createApi, loadOrCreateToken } from "./lib/http/api.ts";
+import { connectionCap, openFileLimit, startServer } from "./lib/http/server.ts";
 import { StatsCache } from "./lib/admin/stats_cache.ts";
 import { createMetrics, metricsRoutes } from "./lib/admin/metrics.ts";
 import { QueueControl } from "./lib/control.ts";
@@ -26,6 +28,8 @@ import { queuesRoutes } from "./lib/http/queues.ts";
 import { type Consumed, consumedQueues, type QueueSetup } from "./lib/queue_setup.ts";
 
 const env = Deno.env.toObject();
+// Before anything can log: no line, error or page shows a secret setting's value (lib/redact.ts).
+registerSecretsFrom(env);
 /** Every queue, one line each: its folder's setup (lib/queue_setup.ts). */
 const QUEUES: readonly QueueSetup[] = (await Promise.all([
   import("./queues/ingestion/setup.ts"),
@@ -51,7 +55,7 @@ try {
   Deno.exit(2);
 }
 // HOST and PORT are proved by binding them once, before the database is touched. Nothing connects to this trial
-// socket, so the port is free again at once for Deno.serve below.
+// socket, so the port is free again at once for the HTTP server below.
 try {
   Deno.listen({ hostname: config.host, port: config.port }).close();
 } catch (err) {
@@ -85,8 +89,7 @@ lifecycle.installSignals();
 
 /** Log a startup failure as one clear line and exit 1 (no stack trace for the operator). */
 function fatal(message: string, err: unknown): never {
-  const cause = err instanceof Error ? err.message || String(err.cause ?? "") : String(err);
-  log.fatal({ err: `${message}: ${cause}` }, "startup failed");
+  log.fatal({ err: `${message}: ${redactError(err)}` }, "startup failed");
   Deno.exit(1);
 }
 
@@ -232,6 +235,7 @@ for (const [i, { consume }] of parts.entries()) {
 const token = config.internalApiToken ??
   await loadOrCreateToken(config.dataDir, log)
     .catch((err) => fatal(`Cannot create the INTERNAL_API_TOKEN file in "${config.dataDir}"`, err));
+registerSecret(token);
 // Counts for /metrics and /admin, refreshed in the background (never per request or scrape).
 const cache = new StatsCache({
   sql,
@@ -281,9 +285,14 @@ const app = createApi({
     const database = await Promise.race([
       sql<{ recovering: boolean }[]>`select pg_is_in_recovery() as recovering`.then(
         ([row]) => row.recovering ? "in recovery (a standby): waiting for a primary" : "ok",
-        (err) => String(err?.message ?? err),
+        // The unauthenticated body names the failed check, never the server's address or the
+        // raw error (that goes to the log, redacted).
+        (err) => {
+          log.warn({ err: redactError(err) }, "readiness: database check failed");
+          return "failed: the database did not answer the check";
+        },
       ),
-      sleep(budgetMs).then(() => `no answer within ${budgetMs} ms`),
+      sleep(budgetMs).then(() => `failed: no answer within ${budgetMs} ms`),
     ]);
     const pooler = [...locks.values()].some((l) => l.poolerSuspected);
     const checks = {
@@ -324,25 +333,38 @@ const app = createApi({
           events,
           lifecycle,
           log,
+          origin: config!.adminOrigin,
         }),
     },
   ],
 });
-let server: Deno.HttpServer;
-try {
-  server = Deno.serve({
-    hostname: config.host,
-    port: config.port,
-    onListen: ({ hostname, port }) => log.info({ hostname, port }, "http listening"),
-  }, app.fetch);
-} catch (err) {
-  fatal(`Cannot listen on ${config.host}:${config.port} (HOST, PORT)`, err);
+// node:http through @hono/node-server, not Deno.serve: Deno.serve bounds neither the time to
+// headers nor the open connections, and a flood past the open-file limit ended the process
+// (lib/http/server.ts, docs/http.md).
+const fileLimit = openFileLimit();
+const maxConnections = connectionCap(config.httpMaxConnections, fileLimit);
+if (maxConnections < config.httpMaxConnections) {
+  log.warn(
+    { setting: config.httpMaxConnections, maxConnections, openFileLimit: fileLimit },
+    "HTTP_MAX_CONNECTIONS lowered to stay under the open-file limit",
+  );
 }
+const server = await startServer({
+  hostname: config.host,
+  port: config.port,
+  fetch: app.fetch,
+  log,
+  headersTimeoutMs: config.httpHeadersTimeoutMs,
+  idleTimeoutMs: config.httpIdleTimeoutMs,
+  maxConnections,
+}).catch((err) => fatal(`Cannot listen on ${config!.host}:${config!.port} (HOST, PORT)`, err));
+log.info({ ...server.addr, maxConnections }, "http listening");
 lifecycle.onStop("drains", "events", () => Promise.resolve(events.close()));
 lifecycle.onStop("http", "server", async (deadline) => {
-  // A stalled upload or a stuck stream must not hold the exit: Deno.exit closes what is left.
+  // A stalled upload or a stuck stream must not hold the exit: what is left is closed.
   if (!(await settlesBy(server.shutdown(), deadline - 20))) {
     log.warn("closing lingering HTTP connections at exit");
+    server.closeAll();
   }
 });
 

@@ -29,6 +29,10 @@
  *
  * `--short` (CI, ≤ 3 min) runs the core faults with fewer jobs and two host rows; the full matrix
  * stays ≤ 10 min.
+ *
+ * The full run ends with the connection floods (idle, partial-header, slow-body) against a worker
+ * held to `ulimit -n 256`: connections, closed or refused, the worker's peak fds and RSS, and
+ * whether it answers after; `--only=flood` runs those alone.
  * Uses `DATABASE_URL` when set (a restart is then simulated by cutting every connection), else a
  * throwaway embedded PostgreSQL, which "server restart" restarts for real (`pg_ctl stop -m fast`,
  * then start).
@@ -40,11 +44,11 @@ import { startEmbedded } from "../lib/embedded.ts";
 import { createLogger } from "../lib/log.ts";
 import { migrate, readMigrations } from "../lib/migrate.ts";
 import { type PgProxy, startProxy } from "../tests/_proxy.ts";
-import { spawnWorker, type WorkerProcess } from "../tests/_worker.ts";
+import { spawnWorker, TEST_TOKEN, type WorkerProcess } from "../tests/_worker.ts";
+import { flood, type FloodKind, processUsage } from "../tests/_flood.ts";
 import { freePort } from "../tests/_fs.ts";
 import { type ProviderAnswer, startProvider } from "../tests/_provider.ts";
 import { ENGLISH } from "../tests/_user_books.ts";
-import { TEST_TOKEN } from "../tests/_worker.ts";
 import { MISSING_ASSETS } from "../queues/ssg/mod.ts";
 import { PG15_BIN, pg15Installed, startPgCluster } from "../tests/_pg_cluster.ts";
 import {
@@ -492,6 +496,106 @@ if (!SHORT) {
       await slow.feed();
     }, [0, 3]],
   );
+}
+
+/** One connection flood against a worker held to an open-file limit of 256. */
+interface FloodRow {
+  flood: string;
+  connections: number;
+  closedOrRefused: number;
+  lastCloseMs: number;
+  peakFds: number;
+  peakRssMiB: number;
+  answersAfter: boolean;
+  ok: boolean;
+}
+
+const FLOOD_OPEN_FILES = 256;
+const FLOOD_TIMEOUT_MS = 2000;
+
+/**
+ * The flood rows: one worker under `ulimit -n 256` (so its connection cap is 96) with 2 s header
+ * and idle timeouts; per kind, two clients of 500 connections at once, held 4 s, the worker's
+ * descriptors and RSS sampled meanwhile. A row is ok when the worker stays under its open-file
+ * limit, closes every header-less connection within the timeout (plus 1 s), keeps every slow
+ * body it accepted, and answers /healthz after.
+ */
+async function floodRows(): Promise<FloodRow[]> {
+  const schema = `chaos_flood_${crypto.randomUUID().slice(0, 4)}`;
+  const sql = connect(url!, { schema, applicationName: "chaos", max: 2 });
+  await migrate(sql, schema, migrations, createLogger("silent"));
+  const dir = await Deno.makeTempDir({ prefix: "chaos-flood-" });
+  const worker = spawnWorker(
+    null,
+    {
+      DATABASE_URL: url!,
+      DATABASE_SCHEMA: schema,
+      STORAGE_DIR: `${dir}/storage`,
+      DATA_DIR: dir,
+      SITE_DIR: `${dir}/site`,
+      HTTP_HEADERS_TIMEOUT_MS: String(FLOOD_TIMEOUT_MS),
+      HTTP_IDLE_TIMEOUT_MS: String(FLOOD_TIMEOUT_MS),
+    },
+    [],
+    undefined,
+    { openFiles: FLOOD_OPEN_FILES },
+  );
+  const out: FloodRow[] = [];
+  try {
+    const port = Number(new URL(await worker.baseUrl()).port);
+    for (const kind of ["idle", "partial", "slowbody"] as FloodKind[]) {
+      let peakFds = 0;
+      let peakRssMiB = 0;
+      const sample = async () => {
+        for (let i = 0; i < 12; i++) {
+          await new Promise((r) => setTimeout(r, 300));
+          try {
+            const usage = processUsage(worker.child.pid);
+            peakFds = Math.max(peakFds, usage.fds);
+            peakRssMiB = Math.max(peakRssMiB, usage.rssMiB);
+          } catch {
+            // the worker is gone: the row says so below
+          }
+        }
+      };
+      const results = await Promise.all([
+        flood(port, kind, 500, 4000, TEST_TOKEN, sample),
+        flood(port, kind, 500, 4000, TEST_TOKEN),
+      ]);
+      const connections = results.reduce((n, r) => n + r.opened + r.refused, 0);
+      const closedOrRefused = results.reduce((n, r) => n + r.refused + r.closedByServer, 0);
+      const lastCloseMs = Math.max(...results.map((r) => r.lastCloseMs));
+      // The accept watchdog proves the listener every 2 s: give it one round.
+      let answersAfter = false;
+      for (let i = 0; i < 20 && !answersAfter; i++) {
+        answersAfter = await fetch(`http://127.0.0.1:${port}/healthz`).then(
+          (r) => (r.body?.cancel(), r.ok),
+          () => false,
+        );
+        if (!answersAfter) await new Promise((r) => setTimeout(r, 250));
+      }
+      const closedInTime = kind === "slowbody"
+        ? true
+        : closedOrRefused === connections && lastCloseMs <= FLOOD_TIMEOUT_MS + 1000;
+      out.push({
+        flood: `${kind} × 1000 (ulimit -n ${FLOOD_OPEN_FILES})`,
+        connections,
+        closedOrRefused,
+        lastCloseMs,
+        peakFds,
+        peakRssMiB,
+        answersAfter,
+        ok: answersAfter && peakFds < FLOOD_OPEN_FILES && closedInTime,
+      });
+    }
+  } finally {
+    worker.child.kill("SIGTERM");
+    await worker.exited;
+    await sql`drop schema ${sql(schema)} cascade`.catch(() => {});
+    await sql.end({ timeout: 1 });
+    await Deno.remove(dir, { recursive: true }).catch(() => {});
+  }
+  return out;
 }
 
 // --- The edge rows ---
@@ -986,11 +1090,30 @@ if (hostPicked.length > 0) {
     );
   }
 }
+// The floods: not in --short.
+const floods = SHORT || (only && !"flood".includes(only)) ? [] : await floodRows();
+if (floods.length > 0) {
+  console.log(
+    "\n| flood | connections | closed or refused | last close (ms) | peak fds | peak RSS (MiB) | answers after | ok |",
+  );
+  console.log("|" + " --- |".repeat(8));
+  for (const f of floods) {
+    console.log(
+      `| ${f.flood} | ${f.connections} | ${f.closedOrRefused} | ${f.lastCloseMs} | ${f.peakFds} | ${f.peakRssMiB} | ${
+        f.answersAfter ? "yes" : "NO"
+      } | ${f.ok ? "yes" : "NO"} |`,
+    );
+  }
+}
 console.log(
   `chaos: ${rows.filter((r) => r.ok).length}/${rows.length} rows ok, host pollers ${
     hostRows.filter((r) => r.ok).length
-  }/${hostRows.length}, in ${Math.round((performance.now() - t0) / 1000)} s`,
+  }/${hostRows.length}, floods ${floods.filter((f) => f.ok).length}/${floods.length}, in ${
+    Math.round((performance.now() - t0) / 1000)
+  } s`,
 );
 await admin.end({ timeout: 1 });
 await stopEmbedded();
-Deno.exit(rows.every((r) => r.ok) && hostRows.every((r) => r.ok) ? 0 : 1);
+Deno.exit(
+  rows.every((r) => r.ok) && hostRows.every((r) => r.ok) && floods.every((f) => f.ok) ? 0 : 1,
+);

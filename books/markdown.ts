@@ -12,11 +12,35 @@ import {
   type ExtractedBook,
   type ExtractedChapter,
   fileStem,
+  unreadableBook,
 } from "./book.ts";
 import { fileName, linkChapters } from "./book_links.ts";
 import { htmlText, sanitizeChapterHtml } from "./sanitize.ts";
 import { parseByline } from "./text.ts";
 import { classifyLine } from "./text_headings.ts";
+
+/**
+ * Longest paragraph (a run of text without a blank line) the reader takes, in characters.
+ * marked's block rules are regular expressions whose backtracking runs out of stack on one
+ * paragraph of some millions of characters (measured with marked 18: 5 MB read, 10 MB threw
+ * "Maximum call stack size exceeded"); a book's paragraph is a few thousand.
+ */
+export const MAX_PARAGRAPH_CHARS = 1_000_000;
+
+// The length of the longest run of `text` between blank lines (its own line breaks at the end
+// of the text not counted); linear, no backtracking.
+function longestParagraph(text: string): number {
+  const blank = /\n[ \t]*\r?\n/g;
+  let longest = 0;
+  let start = 0;
+  for (let match; (match = blank.exec(text)) !== null;) {
+    longest = Math.max(longest, match.index - start);
+    start = match.index + match[0].length;
+  }
+  let end = text.length;
+  while (end > start && (text[end - 1] === "\n" || text[end - 1] === "\r")) end--;
+  return Math.max(longest, end - start);
+}
 
 /** A private instance, so a `marked.use()` elsewhere in the process cannot change our output. */
 const markdown = new Marked({ gfm: true });
@@ -50,7 +74,33 @@ const FRONT_MATTER = /^---[ \t]*\n([\s\S]*?)\n---[ \t]*(?:\n|$)/;
 export function extractMarkdown(source: string, path: string, signal: AbortSignal): ExtractedBook {
   const front = FRONT_MATTER.exec(source);
   const fields = front === null ? new Map<string, string>() : parseFields(front[1]);
-  const tokens: Token[] = markdown.lexer(front === null ? source : source.slice(front[0].length));
+  const body = front === null ? source : source.slice(front[0].length);
+  const longest = longestParagraph(body);
+  if (longest > MAX_PARAGRAPH_CHARS) {
+    throw unreadableBook(
+      "markdown",
+      path,
+      `it holds a paragraph of ${longest} characters without a blank line; the Markdown ` +
+        `reader takes at most ${MAX_PARAGRAPH_CHARS} per paragraph (add blank lines between ` +
+        "paragraphs, or send the book as a .txt file)",
+    );
+  }
+  let tokens: Token[];
+  try {
+    tokens = markdown.lexer(body);
+  } catch (error) {
+    // marked's block and inline rules are regular expressions: a stack overflow here is one of
+    // them giving up on the text, not nesting.
+    if (error instanceof RangeError && /call stack size/i.test(error.message)) {
+      throw unreadableBook(
+        "markdown",
+        path,
+        "a Markdown rule ran out of stack on its text (a very long run without blank lines)",
+        error,
+      );
+    }
+    throw error;
+  }
 
   const all = tokens.filter((token): token is Tokens.Heading => token.type === "heading");
   // "## By Herman Melville" is the author, not a chapter.

@@ -5,6 +5,7 @@
  * @module
  */
 import { z } from "zod";
+import { B64TOKEN } from "./http/bearer.ts";
 import { DatabaseUrlError, parseDatabaseUrl } from "./database_url.ts";
 
 /** The worker's settings, parsed once at startup. All durations are in milliseconds. */
@@ -43,6 +44,14 @@ export interface Config {
   readonly siteUrl: string;
   /** How often the listener proves delivery with a NOTIFY round trip, in ms (default 30000). */
   readonly listenerProbeMs: number;
+  /** Longest wait from a connection's opening to its request headers, in ms (default 30000). */
+  readonly httpHeadersTimeoutMs: number;
+  /** Longest idle wait between a response and the next request's headers, in ms (default 30000). */
+  readonly httpIdleTimeoutMs: number;
+  /** Open HTTP connections at most; a further one is refused (default 1024). */
+  readonly httpMaxConnections: number;
+  /** The dashboard's public origin (`https://ops.example.com`), when reached by another name. */
+  readonly adminOrigin: string | undefined;
 }
 
 /** Thrown when an environment variable has a value the worker cannot use. */
@@ -76,10 +85,16 @@ const MAX_MS = 2_147_483_647;
 const ms = z.string().regex(/^\d+$/).transform(Number).pipe(z.number().int().min(1).max(MAX_MS));
 const port = z.string().regex(/^\d+$/).transform(Number).pipe(z.number().int().min(0).max(65535));
 const tcpPort = port.pipe(z.number().min(1));
+// More connections than any open-file limit allows is a typo.
+const MAX_CONNECTIONS = 1_048_576;
+const connections = z.string().regex(/^\d+$/).transform(Number).pipe(
+  z.number().int().min(1).max(MAX_CONNECTIONS),
+);
 // pg_ names are reserved by PostgreSQL. At most 40 characters: NOTIFY channels are named
 // "<schema>.<table>" and PostgreSQL refuses a channel name of 64 bytes or more.
 const identifier = z.string().regex(/^(?!pg_)[a-z_][a-z0-9_]{0,39}$/);
-const token = z.string().min(16).regex(/^[\x21-\x7e]+$/);
+// What the bearer check parses (lib/http/bearer.ts), so an accepted token is a usable one.
+const token = z.string().min(16).regex(B64TOKEN);
 // An absolute http(s) base for the sitemap's URLs; the trailing "/" is added when missing.
 const siteUrl = z.string().refine((raw) => {
   try {
@@ -89,6 +104,15 @@ const siteUrl = z.string().refine((raw) => {
     return false;
   }
 }).transform((raw) => raw.endsWith("/") ? raw : `${raw}/`);
+// A browser's Origin: scheme, host, port; normalised as the browser sends it (no trailing "/").
+const origin = z.string().refine((raw) => {
+  try {
+    const parsed = new URL(raw);
+    return /^https?:$/.test(parsed.protocol) && parsed.origin === raw.replace(/\/$/, "");
+  } catch {
+    return false;
+  }
+}).transform((raw) => new URL(raw).origin);
 const level = z.enum(["fatal", "error", "warn", "info", "debug", "trace", "silent"]);
 // What Deno.serve can bind: an IPv4 or IPv6 literal (without brackets) or a DNS host name; a
 // name of digits and dots only must be a whole IPv4 address ("1.2.3" would be read as 1.2.0.3).
@@ -153,7 +177,7 @@ export function parseConfig(env: Env): Config {
     internalApiToken: read(
       env,
       "INTERNAL_API_TOKEN",
-      "at least 16 printable characters without spaces",
+      "at least 16 characters of A-Z a-z 0-9 - . _ ~ + / then any = padding (RFC 6750 b64token)",
       token,
       undefined,
       true,
@@ -161,7 +185,7 @@ export function parseConfig(env: Env): Config {
     metricsToken: read(
       env,
       "METRICS_TOKEN",
-      "at least 16 printable characters without spaces",
+      "at least 16 characters of A-Z a-z 0-9 - . _ ~ + / then any = padding (RFC 6750 b64token)",
       token,
       undefined,
       true,
@@ -173,6 +197,15 @@ export function parseConfig(env: Env): Config {
     shutdownBudgetMs: readMs(env, "SHUTDOWN_BUDGET_MS", 5000),
     standbyRetryMs: readMs(env, "STANDBY_RETRY_MS", 3000),
     listenerProbeMs: readMs(env, "LISTENER_PROBE_MS", 30_000),
+    httpHeadersTimeoutMs: readMs(env, "HTTP_HEADERS_TIMEOUT_MS", 30_000),
+    httpIdleTimeoutMs: readMs(env, "HTTP_IDLE_TIMEOUT_MS", 30_000),
+    httpMaxConnections: read(
+      env,
+      "HTTP_MAX_CONNECTIONS",
+      `a positive integer up to ${MAX_CONNECTIONS}`,
+      connections,
+      1024,
+    ),
     embeddedPgPort: read(env, "EMBEDDED_PG_PORT", "a port number from 1 to 65535", tcpPort, 54329),
     logLevel: read(
       env,
@@ -180,6 +213,13 @@ export function parseConfig(env: Env): Config {
       "one of fatal, error, warn, info, debug, trace, silent",
       level,
       "info",
+    ),
+    adminOrigin: read(
+      env,
+      "ADMIN_ORIGIN",
+      "an origin: http:// or https://, a host and an optional port, no path",
+      origin,
+      undefined,
     ),
     siteDir: (env.SITE_DIR || `${dataDir}/site`).replace(/(.)\/+$/, "$1"),
     siteUrl: read(

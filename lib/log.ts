@@ -1,10 +1,12 @@
 /**
  * The process logger: JSON lines on stdout through pino, one fixed `msg` per event and the data in
- * fields (docs/development.md). Never log tokens or payload bodies.
+ * fields (docs/development.md). Never log tokens or payload bodies; every line is redacted on its
+ * way out (lib/redact.ts) all the same.
  *
  * @module
  */
 import { pino } from "pino";
+import { redact } from "./redact.ts";
 
 /** A structured logger: `log.info({ queue, id }, "job completed")`. */
 export type Logger = pino.Logger;
@@ -22,7 +24,13 @@ export function createLogger(level = "info"): Logger {
   // Synchronous writes: the lifecycle calls Deno.exit right after its last log line, and a
   // buffered line would be lost with the process.
   return pino(
-    { level, base: undefined, timestamp: pino.stdTimeFunctions.isoTime },
+    {
+      level,
+      base: undefined,
+      timestamp: pino.stdTimeFunctions.isoTime,
+      // Every line, as written: no field, message or error stack carries a credential out.
+      hooks: { streamWrite: redact },
+    },
     pino.destination({ dest: 1, sync: true }),
   );
 }

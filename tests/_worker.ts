@@ -64,17 +64,26 @@ export const TEST_TOKEN = "test-token-0123456789abcdef";
  * @param env extra or overriding variables.
  * @param runFlags extra `deno run` flags, e.g. `--import-map=…`.
  * @param main the entry point to run (default: this checkout's `main.ts`).
+ * @param options `openFiles`: run under `sh -c 'ulimit -n <openFiles> && exec deno …'`.
  */
 export function spawnWorker(
   db: TestDb | null,
   env: Record<string, string>,
   runFlags: string[] = [],
   main = new URL("../main.ts", import.meta.url).pathname,
+  options: { openFiles?: number } = {},
 ): WorkerProcess {
   const scratch = Deno.makeTempDirSync({ prefix: "textstack-worker-" });
   const start = startArgs(dirname(main));
-  const child = new Deno.Command(Deno.execPath(), {
-    args: [...start.slice(0, -1), ...runFlags, start.at(-1)!],
+  const deno = [...start.slice(0, -1), ...runFlags, start.at(-1)!];
+  const [command, args] = options.openFiles === undefined ? [Deno.execPath(), deno] : ["/bin/sh", [
+    "-c",
+    `ulimit -n ${options.openFiles} && exec "$0" "$@"`,
+    Deno.execPath(),
+    ...deno,
+  ]];
+  const child = new Deno.Command(command, {
+    args,
     env: {
       ...(db ? { DATABASE_URL: db.url, DATABASE_SCHEMA: db.schema } : {}),
       DATA_DIR: `${scratch}/data`,

@@ -24,7 +24,6 @@ import { bodyLimit } from "hono/body-limit";
 import { csrf } from "hono/csrf";
 import { deleteCookie, getSignedCookie, setSignedCookie } from "hono/cookie";
 import { timingSafeEqual } from "hono/utils/buffer";
-import { z } from "zod";
 import type { QueueContext } from "../queue.ts";
 import type { QueueControl } from "../control.ts";
 import type { QueueView } from "./queue_view.ts";
@@ -44,6 +43,7 @@ import {
 } from "./pages.tsx";
 import { SessionStore } from "./session.ts";
 import { clientKey, loginLimit } from "./login_limit.ts";
+import { idString } from "../http/ids.ts";
 
 /** The session cookie's name. */
 export const SESSION_COOKIE = "textstack_admin";
@@ -82,13 +82,33 @@ export interface AdminDeps extends EventStreamDeps {
    * the defaults unless a test sets them.
    */
   loginLimit?: { attempts?: number; windowMs?: number };
+  /**
+   * `ADMIN_ORIGIN`: the origin the dashboard is reached at through a public name or a proxy, e.g.
+   * `https://ops.example.com`; its host joins the Host allow-list and it passes the CSRF check.
+   */
+  origin?: string;
 }
 
-// A job id: 1 to the bigint maximum, as the /internal routes accept. zod runs
-// the refinement after a failed regex too: only a digit string is compared.
-const idParam = z.string().regex(/^[1-9]\d{0,18}$/).refine((raw) =>
-  !/^\d+$/.test(raw) || BigInt(raw) <= 9223372036854775807n
-);
+// The loopback names, with any port: what a browser on this machine (or on the host of a
+// container whose port is published) sends as Host.
+const LOOPBACK_HOST = /^(localhost|127\.0\.0\.1|\[::1\])(:\d{1,5})?$/i;
+
+/**
+ * Whether `/admin` answers a request with this Host: a loopback name with any port, or the host
+ * (and port) of `ADMIN_ORIGIN`. Anything else is a name this worker was not set up to be
+ * reached at, such as a DNS-rebinding page's own name, whose Host and Origin would agree and so
+ * pass a same-origin CSRF check.
+ *
+ * @param host the request's Host header (or the host of its URL).
+ * @param origin `ADMIN_ORIGIN`, if set.
+ */
+export function adminHostAllowed(host: string, origin?: string): boolean {
+  if (LOOPBACK_HOST.test(host)) return true;
+  return origin !== undefined && host.toLowerCase() === new URL(origin).host.toLowerCase();
+}
+
+// A job id: 1 to the bigint maximum, as the /internal routes accept (lib/http/ids.ts).
+const idParam = idString;
 
 /**
  * Build the dashboard's routes, to mount at the root (`createApi({ apps: [admin] })`).
@@ -154,8 +174,28 @@ export function adminRoutes(deps: AdminDeps): Hono {
   app.use("/admin", secure);
   app.use("/admin/*", limit);
   app.use("/admin", limit);
-  app.use("/admin/*", csrf());
-  app.use("/admin", csrf());
+  // Before the CSRF check: the check compares Origin with the request's own URL, which the Host
+  // header makes; only a Host on the allow-list makes that comparison mean "this dashboard".
+  const hostCheck: MiddlewareHandler = async (c, next) => {
+    const host = c.req.header("host") ?? new URL(c.req.url).host;
+    if (adminHostAllowed(host, deps.origin)) return await next();
+    return c.html(
+      <MessagePage
+        title="Wrong host"
+        message="This dashboard answers on localhost only, or at the origin set in ADMIN_ORIGIN"
+      />,
+      403,
+    );
+  };
+  app.use("/admin/*", hostCheck);
+  app.use("/admin", hostCheck);
+  // Same origin as the request's URL (its Host is allowed above), or ADMIN_ORIGIN itself: behind
+  // an https proxy the browser's Origin is https:// while the worker is reached over http.
+  const sameOrigin = csrf({
+    origin: (origin, c) => origin === new URL(c.req.url).origin || origin === deps.origin,
+  });
+  app.use("/admin/*", sameOrigin);
+  app.use("/admin", sameOrigin);
 
   // The style and the script, before the session check: the sign-in page is styled too.
   const asset = (body: string, type: string) => (c: Parameters<MiddlewareHandler>[0]) =>

@@ -15,6 +15,7 @@ import type { Child, FC } from "hono/jsx";
 import type { JobDetail, JobSummary, QueueView } from "./queue_view.ts";
 import { RETRYABLE_STATUS } from "./queue_view.ts";
 import type { StatsSnapshot } from "./stats_cache.ts";
+import { redact } from "../redact.ts";
 import type { PauseState } from "../control.ts";
 import type { BulkRetryOutcome } from "../queue.ts";
 
@@ -122,6 +123,13 @@ const Layout: FC<
     </body>
   </html>
 );
+
+// A job error in a table cell: redacted (rows stored before lib/job_error.ts, or by a host
+// poller, were not), then cut to 120 characters.
+function shortError(error: string): string {
+  const shown = redact(error);
+  return shown.length > 120 ? `${shown.slice(0, 120)}…` : shown;
+}
 
 /** The login form; `error` is shown above it after a wrong token. */
 export const LoginPage: FC<{ error?: string }> = ({ error }) => (
@@ -314,7 +322,7 @@ export const QueuePage: FC<{
                 <td class={`status ${j.status}`}>{j.status}</td>
                 <td>{j.attempt_count}</td>
                 <td>{j.subject}</td>
-                <td>{j.error && j.error.length > 120 ? `${j.error.slice(0, 120)}…` : j.error}</td>
+                <td>{j.error && shortError(j.error)}</td>
                 <td>{time(j.created_at)}</td>
                 <td>{time(j.updated_at)}</td>
               </tr>
@@ -434,7 +442,7 @@ export const JobPage: FC<{
         {job.error != null && (
           <>
             <h2>Error</h2>
-            <pre>{String(job.error)}</pre>
+            <pre>{redact(String(job.error))}</pre>
           </>
         )}
         <h2>Fields</h2>

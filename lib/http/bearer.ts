@@ -14,6 +14,14 @@ import type { Context, MiddlewareHandler } from "hono";
 import { bearerAuth } from "hono/bearer-auth";
 
 /**
+ * A bearer token as RFC 6750 §2.1 spells it (`b64token`): letters, digits, `-._~+/`, then any
+ * `=` padding. It is exactly what `bearerAuth` parses (its `TOKEN_STRINGS`); a token setting
+ * outside it would lock every client out ("Malformed bearer token"), so lib/config.ts accepts no
+ * other.
+ */
+export const B64TOKEN = /^[A-Za-z0-9\-._~+/]+=*$/;
+
+/**
  * Guard routes with a bearer token.
  *
  * @param token the token to require (compared in constant time).

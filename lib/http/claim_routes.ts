@@ -13,27 +13,10 @@ import { z } from "zod";
 import type { SettleOutcome } from "../claim_token.ts";
 import { listQuery as operatorListQuery } from "./list.ts";
 
-/** Largest bigint id (PostgreSQL `bigint`). */
-const MAX_ID = 9223372036854775807n;
-
-/**
- * A job or edition id: a positive integer as a JSON number (a safe integer) or a numeric string
- * up to the bigint range; normalised to its decimal string. Past the range → 400, never a
- * database error.
- */
-export const id = z.union([
-  z.string().regex(/^\d{1,40}$/, "expected a positive integer id"),
-  z.number().int("expected a positive integer id").refine(
-    Number.isSafeInteger,
-    "past the safe integer range of JSON numbers: send it as a string",
-  ),
-]).transform((v) => BigInt(v)).refine(
-  (v) => v >= 1n && v <= MAX_ID,
-  `expected a positive integer id up to ${MAX_ID}`,
-).transform(String);
-
-/** A `:id` path segment: digits only in the route pattern, range checked here. */
-export const idParam = z.object({ id });
+/** The id schemas are lib/http/ids.ts's, the one set every route uses. */
+import { id } from "./ids.ts";
+export { id };
+export { idParam } from "./ids.ts";
 
 /** The claim token a claim handed out (uuid text; anything else never reaches the database). */
 export const claimToken = z.string().regex(

@@ -14,18 +14,11 @@ import { z } from "zod";
 import type { BulkRetryOutcome, CancelOutcome } from "../queue.ts";
 import { BULK_RETRY_MAX } from "../queue.ts";
 
-/** Largest id a path takes: PostgreSQL's bigint maximum, 2^63 - 1. */
-const MAX_ID = 9223372036854775807n;
-
 /**
- * A `:id` path segment: a positive integer in decimal without leading zeros, 1 to 2^63 - 1 (every
- * id a bigint key can hand out). Past it → 400 naming the range, never a database error.
+ * A `:id` path segment: lib/http/ids.ts's one id schema (1 to 2^63 - 1, no leading zeros; past it
+ * → 400 naming the range, never a database error), under the name the routes import it by.
  */
-export const pathId = z.string().regex(/^[1-9]\d{0,18}$/, "expected a positive integer id").refine(
-  // zod runs the refinement after a failed regex too: only a digit string is compared.
-  (raw) => !/^\d+$/.test(raw) || BigInt(raw) <= MAX_ID,
-  `expected a positive integer id up to ${MAX_ID}`,
-);
+export { idString as pathId } from "./ids.ts";
 
 /** Most jobs one list page returns. */
 export const MAX_PAGE = 200;

@@ -121,11 +121,14 @@ export async function receiveUpload(
       out.end();
     });
     stream.on("data", (chunk: Uint8Array) => void (size += chunk.length));
+    // Past the cap the rest of the body is not read: the wait below ends now, the answer is 413
+    // and the server closes the connection (a response sent before its body was read ends it,
+    // lib/http/server.ts).
     stream.on("limit", () => {
       problem = tooLarge(maxBytes);
       stream.unpipe(out);
-      stream.resume();
       out.end();
+      stopReading(problem);
     });
     stream.pipe(out);
     const written = finished(out);
@@ -139,9 +142,11 @@ export async function receiveUpload(
   });
 
   const body = Readable.fromWeb(request.body as import("node:stream/web").ReadableStream);
+  let stopReading: (why: Error) => void = () => {};
   try {
     body.pipe(parser);
     await new Promise<void>((resolve, reject) => {
+      stopReading = reject;
       parser.on("close", resolve);
       parser.on("error", reject);
       body.on("error", reject);

@@ -48,6 +48,7 @@ import {
 // enriches a book has no use for.
 import type { LocalMetadata } from "./_local.ts";
 import type { RemoteMetadata, RemoteSettings } from "./_remote.ts";
+import { jobError } from "../../lib/job_error.ts";
 
 /** Queue name used in logs, events and the lock key. */
 export const name = "enrichment";
@@ -573,9 +574,10 @@ async function settle(
 async function fail(
   ctx: EnrichmentContext,
   job: EnrichmentJob,
-  reason: string,
+  why: string,
   local?: Metadata,
 ): Promise<void> {
+  const reason = jobError(why);
   const failed = await settle(
     ctx,
     job,
@@ -598,7 +600,7 @@ async function retryLater(
   local?: Metadata,
   waitMs: number | null = null,
 ): Promise<void> {
-  const detail = err instanceof Error ? err.message : String(err);
+  const detail = jobError(err instanceof Error ? err.message : String(err));
   if (job.attempt_count >= MAX_ATTEMPTS) {
     return await fail(
       ctx,

@@ -60,7 +60,7 @@ import { extractBook, type ExtractedBook, UnreadableBookError } from "../../book
 import { publishAssets, REPAIR_BUDGET_MS, repairAssets } from "./_assets.ts";
 import { saveResources } from "./_fidelity.ts";
 import { resolveSourceFile } from "../../books/source_path.ts";
-import { resolve as resolvePath } from "node:path";
+import { jobError } from "../../lib/job_error.ts";
 
 /** Queue name used in logs, events and the lock key. */
 export const name = "ingestion";
@@ -727,21 +727,9 @@ async function settle(
         and claimed_by = ${job.claimed_by}`).count);
 }
 
-// Job errors name files relative to STORAGE_DIR: the absolute layout of the host is not the
-// API client's business.
-function relativeToStorage(ctx: IngestionContext, text: string): string {
-  const roots = new Set([resolvePath(ctx.storageDir)]);
-  try {
-    roots.add(Deno.realPathSync(ctx.storageDir));
-  } catch {
-    // A missing STORAGE_DIR has no real path; the resolved one is enough.
-  }
-  for (const root of roots) text = text.replaceAll(`${root}/`, "").replaceAll(root, ".");
-  return text;
-}
-
 async function fail(ctx: IngestionContext, job: IngestionJob, why: string): Promise<void> {
-  const reason = relativeToStorage(ctx, why);
+  // Relative to STORAGE_DIR, no credential (lib/job_error.ts).
+  const reason = jobError(why, ctx.storageDir);
   const failed = await settle(
     ctx,
     job,
@@ -754,7 +742,7 @@ async function fail(ctx: IngestionContext, job: IngestionJob, why: string): Prom
 // A transient fault (I/O, connection) is not the file's fault: run again after a delay while
 // under the cap, then Failed with the last fault as the reason.
 async function retryLater(ctx: IngestionContext, job: IngestionJob, err: unknown): Promise<void> {
-  const detail = relativeToStorage(ctx, err instanceof Error ? err.message : String(err));
+  const detail = jobError(err instanceof Error ? err.message : String(err), ctx.storageDir);
   if (job.attempt_count >= MAX_ATTEMPTS) {
     const reason = `attempts exhausted (${job.attempt_count} of ${MAX_ATTEMPTS}): ${detail}`;
     return await fail(ctx, job, reason);

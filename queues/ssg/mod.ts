@@ -43,6 +43,7 @@ import { CANCELLED, type ClaimedJob, isRunTimeout, type QueueContext } from "../
 // render, not at startup.
 import { buildsDir, finishBuild, pruneBuilds, startBuild, switchLive } from "../../site/builds.ts";
 import { siteSource } from "./_site.ts";
+import { jobError } from "../../lib/job_error.ts";
 
 /** Queue name used in logs, events and the lock key. */
 export const name = "ssg";
@@ -350,9 +351,10 @@ async function complete(ctx: SsgContext, job: SsgJob, build: string): Promise<st
 async function fail(
   ctx: SsgContext,
   job: SsgJob,
-  reason: string,
+  why: string,
   transition: "failed" | "cancelled" = "failed",
 ): Promise<boolean> {
+  const reason = jobError(why, ctx.storageDir);
   const rows = await ctx.sql`
     update ssg_rebuild_jobs
     set status = 'Failed', error = ${reason}, claimed_by = null, finished_at = now(),

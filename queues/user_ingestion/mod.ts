@@ -42,6 +42,7 @@ import {
 } from "../../lib/queue.ts";
 import { extractBook, type ExtractedBook, UnreadableBookError } from "../../books/extract.ts";
 import { resolveSourceFile } from "../../books/source_path.ts";
+import { jobError } from "../../lib/job_error.ts";
 
 /** Queue name used in logs, events and the lock key. */
 export const name = "user_ingestion";
@@ -475,6 +476,7 @@ async function fail(
   reason: string,
   readerMessage: string,
 ): Promise<void> {
+  reason = jobError(reason, ctx.storageDir);
   const failed = await settle(
     ctx,
     job,
@@ -492,7 +494,7 @@ async function retryLater(
   job: UserIngestionJob,
   err: unknown,
 ): Promise<void> {
-  const detail = err instanceof Error ? err.message : String(err);
+  const detail = jobError(err instanceof Error ? err.message : String(err), ctx.storageDir);
   if (job.attempt_count >= MAX_ATTEMPTS) {
     const reason = `attempts exhausted (${job.attempt_count} of ${MAX_ATTEMPTS}): ${detail}`;
     return await fail(ctx, job, reason, INTERRUPTED_MESSAGE);

@@ -126,7 +126,10 @@ export function userBookRoutes(
       try {
         upload = await receiveUpload(c.req.raw, ctx.storageDir, maxUploadBytes);
       } catch (err) {
-        if (err instanceof UploadError) return c.json({ error: err.message }, err.status);
+        // The rest of a refused body is not read: the connection ends with this answer.
+        if (err instanceof UploadError) {
+          return c.json({ error: err.message }, err.status, { connection: "close" });
+        }
         throw err;
       }
       const owner = ownerId.safeParse(upload.fields.owner_id);

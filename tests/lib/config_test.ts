@@ -159,7 +159,7 @@ Deno.test("every setting is checked whenever it is set, its feature on or off", 
     [
       "METRICS_TOKEN",
       () => parseConfig({ METRICS_TOKEN: "short-secret" }),
-      /^Cannot parse METRICS_TOKEN: expected at least 16 printable characters without spaces, received a value of 12 characters$/,
+      /^Cannot parse METRICS_TOKEN: expected at least 16 characters of A-Z a-z 0-9 - \. _ ~ \+ \/ then any = padding \(RFC 6750 b64token\), received a value of 12 characters$/,
     ],
   ];
   for (const [name, parse, message] of cases) {

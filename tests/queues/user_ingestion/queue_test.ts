@@ -318,3 +318,19 @@ dbTest("stats() counts every status", async (db) => {
   assert.deepEqual(stats.byStatus, { Queued: 1, Processing: 1, Completed: 0, Failed: 0 });
   assert.equal(typeof stats.oldestRunnableAgeS, "number");
 });
+
+dbTest(
+  "run() that fails on a file-system error stores the error with paths relative to STORAGE_DIR, never the absolute one",
+  async (db) => {
+    const { ctx, job, jobId } = await claimed(db, "a.txt");
+    // The chapter assets cannot be written: user-books is a file, not a folder.
+    await Deno.writeTextFile(`${ctx.storageDir}/user-books`, "not a folder");
+    await userIngestion.run(ctx, job, new AbortController().signal);
+    const row = await userJobRow(db, jobId);
+    assert.ok(row.error, JSON.stringify(row));
+    assert.match(row.error, /user-books/);
+    for (const root of [ctx.storageDir, await Deno.realPath(ctx.storageDir)]) {
+      assert.ok(!row.error.includes(root), `absolute STORAGE_DIR in: ${row.error}`);
+    }
+  },
+);
