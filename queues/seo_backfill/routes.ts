@@ -36,25 +36,16 @@ import {
   claimKey,
   claimToken,
   count,
+  hostJobRoutes,
   hostRouter,
   id,
   idParam,
   invalid,
-  listQuery,
   optionalJson,
   requireJson,
   settleResponse,
   storableText,
 } from "../../lib/http/claim_routes.ts";
-import {
-  BULK_RETRY_RESPONSES,
-  bulkRetryAnswer,
-  bulkRetryBody,
-  CANCEL_RESPONSES,
-  cancelAnswer,
-  decodeCursor,
-  listAnswer,
-} from "../../lib/http/list.ts";
 
 const STATUSES = ["Queued", "Running", "Completed", "Failed"] as const;
 
@@ -110,52 +101,16 @@ export function seoRoutes(ctx: queue.SeoContext): Hono {
     return job ? c.json(job, 201) : c.json({ error: `No such edition ${editionId}` }, 404);
   });
 
-  const listDoc = describeRoute({
-    summary: "A page of SEO jobs, newest first",
-    responses: {
-      200: "`{ jobs, next_cursor, next }`: `next_cursor` is the `cursor` of the next page, " +
-        "`next` its `before` (both null on the last page)",
-    },
-  });
-  app.get("/jobs", listDoc, zValidator("query", listQuery(STATUSES), invalid), async (c) => {
-    const { cursor, before, limit, ...filter } = c.req.valid("query");
-    const beforeId = (cursor ? decodeCursor(cursor) : null) ?? before;
-    const page = listAnswer(
-      await queueJobs.list(ctx.sql, { ...filter, beforeId, limit: limit + 1 }),
-      limit,
-    );
-    // `next`: the `before` of the next page, as this list first answered.
-    const next = page.next_cursor ? page.jobs[page.jobs.length - 1].id : null;
-    return c.json({ ...page, next });
-  });
-
-  const bulkDoc = describeRoute({
-    summary: "Bulk admin retry: every Failed job matching the filter → Queued (at most 10,000)",
-    responses: BULK_RETRY_RESPONSES,
-  });
-  app.post(
-    "/jobs/retry",
-    bulkDoc,
-    requireJson,
-    zValidator("json", bulkRetryBody, invalid),
-    async (c) => {
-      const { dry_run, ...filter } = c.req.valid("json");
-      const outcome = await queueJobs.bulkRetry(ctx, filter, dry_run);
-      if (!dry_run) {
-        ctx.log.info({ queue: queue.name, ...filter, retried: outcome.retried }, "bulk retry");
-      }
-      return bulkRetryAnswer(c, outcome, dry_run);
-    },
-  );
-
-  const cancelDoc = describeRoute({
-    summary:
-      "Admin cancel: a Queued job → Failed; a Running one is refused (its step may have acted)",
-    responses: CANCEL_RESPONSES,
-  });
-  app.post("/jobs/:id{[0-9]+}/cancel", cancelDoc, byId, async (c) => {
-    const jobId = c.req.valid("param").id;
-    return cancelAnswer(c, await queueJobs.cancel(ctx, jobId), "job", jobId);
+  hostJobRoutes(app, {
+    name: queue.name,
+    log: ctx.log,
+    statuses: STATUSES,
+    listSummary: "A page of SEO jobs, newest first",
+    bulkRetrySummary:
+      "Bulk admin retry: every Failed job matching the filter → Queued (at most 10,000)",
+    list: (page) => queueJobs.list(ctx.sql, page),
+    bulkRetry: (filter, dryRun) => queueJobs.bulkRetry(ctx, filter, dryRun),
+    cancel: (jobId) => queueJobs.cancel(ctx, jobId),
   });
 
   const claimDoc = describeRoute({
