@@ -52,6 +52,19 @@ const METADATA_HEADING =
 /** `---` fenced `key: value` lines at the very top (YAML-like front matter). */
 const FRONT_MATTER = /^---[ \t]*\n([\s\S]*?)\n---[ \t]*(?:\n|$)/;
 
+/** Blockquote depth past which a stack overflow is read as nesting, not a long run of text. */
+const MAX_QUOTE_DEPTH = 64;
+
+/** The most `>` markers opening any one line (blockquote depth), spaces between them allowed. */
+function deepestQuote(text: string): number {
+  let deepest = 0;
+  for (const match of text.matchAll(/^(?:[ \t]*>)+/gm)) {
+    const depth = match[0].split(">").length - 1;
+    if (depth > deepest) deepest = depth;
+  }
+  return deepest;
+}
+
 /**
  * Read a Markdown book into chapters at the heading level that divides it.
  *
@@ -89,13 +102,17 @@ export function extractMarkdown(source: string, path: string, signal: AbortSigna
   try {
     tokens = markdown.lexer(body);
   } catch (error) {
-    // marked's block and inline rules are regular expressions: a stack overflow here is one of
-    // them giving up on the text, not nesting.
+    // marked recurses once per blockquote level, and its block and inline rules are regular
+    // expressions: a stack overflow is quotes nested too deeply, or one of the rules giving up on
+    // a very long run of text. The deepest `>` run tells them apart.
     if (error instanceof RangeError && /call stack size/i.test(error.message)) {
+      const nested = deepestQuote(body) >= MAX_QUOTE_DEPTH;
       throw unreadableBook(
         "markdown",
         path,
-        "a Markdown rule ran out of stack on its text (a very long run without blank lines)",
+        nested
+          ? "the file could not be parsed: it is nested too deeply"
+          : "a Markdown rule ran out of stack on its text (a very long run without blank lines)",
         error,
       );
     }
