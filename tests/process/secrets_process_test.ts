@@ -39,9 +39,14 @@ for (
 dbTest(
   "main.ts /readyz during a database outage says the database check failed, without host, port or raw error; the log line is redacted",
   async (db) => {
+    // A role whose password is the secret, so the URL carries it on a server that checks
+    // passwords (the embedded default) as well as on one that trusts (the machine's).
+    const role = `t_secret_${crypto.randomUUID().slice(0, 8)}`;
+    await db.sql.unsafe(`create role ${role} login superuser password '${PASSWORD}'`);
     const proxy = startProxy(db.url);
     const withPassword = new URL(proxy.url);
-    withPassword.password = PASSWORD; // trust auth: any password is accepted
+    withPassword.username = role;
+    withPassword.password = PASSWORD;
     const worker = spawnWorker(db, { DATABASE_URL: withPassword.toString() });
     try {
       const base = await worker.baseUrl();
@@ -70,6 +75,7 @@ dbTest(
       worker.child.kill("SIGTERM");
       await worker.exited;
       await proxy.close();
+      await db.sql.unsafe(`drop role ${role}`);
     }
   },
 );
