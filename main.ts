@@ -68,11 +68,10 @@ try {
 }
 const log = createLogger(config.logLevel);
 guardDriverCloseCrash(log);
-// stderr carries nothing but JSON log lines: the runtime's own warnings go
-// through the logger too. Deno.serve's "request.signal aborts on successful responses (legacy
-// behavior)" note, logged once per process whenever a chunked body passed hono's bodyLimit (it
-// reads request.signal), is gone at its cause: deno.json opts into `no-legacy-abort`, where the
-// signal aborts only when the client goes away (tests/process/process_test.ts).
+// stderr carries nothing but JSON log lines: the runtime's own warnings go through the logger too
+// (tests/process/process_test.ts). deno.json's `no-legacy-abort` keeps `Deno.serve`'s
+// request.signal from aborting on successful responses, for the servers the tests run; the
+// worker serves through node:http (lib/http/server.ts).
 for (const level of ["warn", "error", "log", "info"] as const) {
   console[level] = (...args: unknown[]) =>
     log.warn(
