@@ -53,7 +53,7 @@ export interface NoopJob extends ClaimedJob {
 }
 
 /** The queue's migration: what `sql/NNN_noop.sql` holds once the queue is added. */
-export const TABLE_SQL = new URL("./table.sql", import.meta.url);
+const TABLE_SQL = new URL("./table.sql", import.meta.url);
 
 /**
  * Create the queue's table, claim index and NOTIFY triggers in the current schema, which must
