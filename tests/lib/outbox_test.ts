@@ -222,6 +222,8 @@ dbTest("a failing endpoint is tried again with backoff until it answers", async 
     assert.match(row.last_error, /IndexNow answered 500/);
     indexNow.state.failing = false;
     await waitFor("the ping", () => indexNow.urls.length === 1, 5000);
+    // The endpoint answers before the drain's mark commits: wait for the mark, not the request.
+    await waitFor("the row marked", () => running.drain.delivered === 1);
     assert.equal((await rows(db))[0].delivered_at instanceof Date, true);
   } finally {
     await running.stop();
