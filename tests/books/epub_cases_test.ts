@@ -1,7 +1,7 @@
 /**
- * Every EPUB case of `/work/shared/cases/books/CASES.md` (copied to `tests/fixtures/cases/`) as
- * the result it must give, and more books of each case's kind built here ("Each stands
- * for a kind: fix the kind"): navigation titles, creators' roles, archive quirks, what the
+ * Every EPUB case in `tests/fixtures/cases/` (the book fault cases we were handed) as the result
+ * it must give, and more books of each case's kind built here, so the kind is fixed and not
+ * only the file: navigation titles, creators' roles, archive quirks, what the
  * sanitiser keeps and removes, language and direction.
  *
  * @module

@@ -1,6 +1,6 @@
 /**
- * The plain-text, HTML and Markdown cases (`shared/cases/books/CASES.md`, copied into
- * `tests/fixtures/cases/`), each with its expected result, and beside each a book built here of the
+ * The plain-text, HTML and Markdown cases in `tests/fixtures/cases/` (the book fault cases we
+ * were handed), each with its expected result, and beside each a book built here of the
  * same kind, so the kind is fixed and not only the file: encodings declared and undeclared,
  * wrapped headings, contents lists, the Gutenberg frame, bylines, the heading level that divides
  * an HTML or Markdown book.
