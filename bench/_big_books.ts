@@ -1,6 +1,6 @@
 /**
  * Big generated books for `deno task fidelity --large` ("Big books stay fast and small":
- * MB/s and peak RSS for big inputs): the two EPUBs the issue names — 2,014 chapters in ~10 MB and a
+ * MB/s and peak RSS for big inputs): two EPUBs — 2,014 chapters in ~10 MB and a
  * ~1 MB MathML textbook (`tests/_epub.ts`) — and a ~10 MB novel in each text format, generated
  * here, never committed. Each comes with the chapter titles it must come out with.
  *
@@ -71,7 +71,7 @@ function wrap(paragraph: string): string {
 /**
  * The generated books.
  *
- * @returns the two EPUBs of the issue and a ~10 MB text, HTML and Markdown novel (about 2,000
+ * @returns the two EPUBs and a ~10 MB text, HTML and Markdown novel (about 2,000
  *   chapters of 8 paragraphs each).
  */
 export function bigBooks(): BigBook[] {

@@ -13,7 +13,7 @@
  * @param dir the checkout's root directory (absolute path).
  * @param v8Flags V8 flags to add to the task's own `--v8-flags` (a later flag overrides an earlier
  *   one), e.g. `["--max-semi-space-size=2"]`.
- * @returns e.g. `["run", "--allow-net", …, "--v8-flags=--max-semi-space-size=4", "/work/main/main.ts"]`.
+ * @returns e.g. `["run", "--allow-net", …, "--v8-flags=--max-semi-space-size=4", "/path/to/checkout/main.ts"]`.
  * @throws Error when the task is not `deno … main.ts`.
  */
 export function startArgs(dir: string, v8Flags: string[] = []): string[] {

@@ -9,7 +9,7 @@
  * extracted in a child process of its own (`--one <path>`), so its peak RSS is that book's alone.
  *
  * `--large` adds the generated big books of `bench/_big_books.ts` (a 2,014-chapter ~10 MB EPUB, a
- * ~1 MB MathML EPUB, a ~10 MB novel as text, HTML and Markdown) and prints the issue's speed and
+ * ~1 MB MathML EPUB, a ~10 MB novel as text, HTML and Markdown) and prints the speed and
  * memory targets beside them (≥ 5 MB/s for EPUB and text; ≤ 300 MB peak RSS for a 10 MB book).
  * `--only <text>` keeps the books whose file name contains it.
  *

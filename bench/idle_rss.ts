@@ -10,7 +10,7 @@
  *
  * ```sh
  * deno run -A bench/idle_rss.ts [--rounds 3] [--probe] [--drain 2000] [--idle 5000] \
- *   [--checkout /work/main] \
+ *   [--checkout DIR] \
  *   [--v8 --some-flag] [--deno --some-flag] [--env NAME=value]
  * ```
  *

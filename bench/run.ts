@@ -8,8 +8,8 @@
  *   chapters in ~10 MB, and a ~1 MB MathML textbook — extracted in this process (MB/s of wall
  *   and of CPU time), then ingested by the worker (MB/s claim → completion, its peak RSS, VmHWM);
  * - then the runtime section (bench/runtime.ts): statements, commits and WAL syncs per
- *   job, wake latency, drain throughput, RSS and the scale of claim and recovery, beside the
- *   issue's targets.
+ *   job, wake latency, drain throughput, RSS and the scale of claim and recovery, beside their
+ *   targets (docs/performance.md).
  *
  * Flags: `--operations` runs the operations section only (bench/operations.ts: the list routes,
  * the dashboard and a bulk retry on 1,000,000 jobs); `--runtime` runs the runtime section only; `--peer` adds graphile-worker beside it (npm,

@@ -1,6 +1,6 @@
 /**
  * The runtime section of `deno task bench`: per-job database cost, wake latency,
- * drain throughput, memory and scale, each printed beside its issue target with pass/fail; with
+ * drain throughput, memory and scale, each printed beside its target with pass/fail; with
  * `--peer`, graphile-worker beside it (bench/peer.ts) and the ratios the targets name.
  *
  * - (a) No-op queue (examples/noop/mod.ts) drained by the real `Consumer`, composed in process as
@@ -70,7 +70,7 @@ export interface RuntimeOptions {
   /**
    * Rounds of drains (default 1). The first is counted; each round drains the no-op queue, the
    * peer's no-op, the ingestion, the peer's comparable work, in that order, and the drain ratios
-   * are the median of the rounds' (the issue's "interleaved rounds": a noisy minute hits both).
+   * are the median of the rounds' (interleaved rounds: a noisy minute hits both).
    */
   rounds?: number;
 }
@@ -432,7 +432,7 @@ const mb = (mib: number) => mib * 1.048576;
 
 /**
  * Run the runtime section against the server at `url` (a superuser URL, e.g. the embedded
- * server's) and print its figures and the issue-11 targets with pass/fail.
+ * server's) and print its figures and their targets with pass/fail.
  *
  * @param url `postgres://` URL of a superuser on a server started with {@linkcode SERVER_SETTINGS}.
  * @param options the peer, the scale part, another checkout.
@@ -752,7 +752,7 @@ export async function runtimeBench(url: string, options: RuntimeOptions = {}): P
       });
     }
     console.log(
-      `\nissue 11 targets (load average ${Deno.loadavg().map((x) => x.toFixed(2)).join(" ")} ` +
+      `\ntargets (load average ${Deno.loadavg().map((x) => x.toFixed(2)).join(" ")} ` +
         `on ${navigator.hardwareConcurrency} cores${
           peerNoop ? "" : "; graphile-worker ratios with --peer"
         })`,

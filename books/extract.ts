@@ -64,7 +64,7 @@ export const BIG_RESULT_BYTES = 4 * 1024 * 1024;
  * A plain-text book at most this big (bytes) is extracted on the calling thread, not in the child:
  * for a tiny book the round trip (the request, the book serialised back, the child's
  * turn) costs more than the parse, and the text reader is linear in time and memory, so the
- * longest stall this allows is a few ms (the worst inputs measured: README "Cost per job") and
+ * longest stall this allows is a few ms (the worst inputs measured: `deno task bench`, docs/performance.md) and
  * its memory a small multiple of 4 KiB. Markdown and HTML always go to the child: their parsers
  * have inputs a few KiB long that take hundreds of ms (nested lists, nested elements); so does an
  * EPUB, a small archive of a big book.

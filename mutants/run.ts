@@ -48,7 +48,7 @@ export const Mutation = z.strictObject({
   replace: z.string(),
   /** The rule the replacement breaks. */
   rule: z.string().min(1),
-  /** Where the rule comes from (ADR line, issue). */
+  /** Where the rule is stated: a decision record, a docs page, a repository file or `owner/repo#N`. */
   source: z.string().min(1),
   /** Repository-relative test files, at least one of which must fail. */
   tests: z.array(z.string().min(1)).min(1),

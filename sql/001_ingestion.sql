@@ -1,5 +1,5 @@
 -- The ingestion queue (ADR-022, queue 1) and what it produces: editions and their chapters.
--- Statuses: Queued → Processing → Completed | Failed. See queues/ingestion.ts for the transitions.
+-- Statuses: Queued → Processing → Completed | Failed. See docs/queues/ingestion.md for the transitions.
 
 create table editions (
   id bigint generated always as identity primary key,

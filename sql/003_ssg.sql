@@ -1,5 +1,5 @@
 -- The static-site rebuild queue (ADR-022 row 4, as shipped 2026-10-08) and what it renders:
--- published editions. Statuses: Queued → Running → Completed | Failed; see queues/ssg.ts.
+-- published editions. Statuses: Queued → Running → Completed | Failed; see docs/queues/ssg.md.
 
 -- Set by the admin publish route (and, later, by auto-publish's complete); null = not published.
 alter table editions add column published_at timestamptz;

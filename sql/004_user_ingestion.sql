@@ -1,6 +1,6 @@
 -- The user ingestion queue (ADR-022 row 2): a reader's own upload, read into a user book and its
 -- chapters. Statuses: job Queued → Processing → Completed | Failed; user book Processing → Ready |
--- Failed. See queues/user_ingestion.ts for the transitions.
+-- Failed. See docs/queues/user_ingestion.md for the transitions.
 
 create table user_books (
   id bigint generated always as identity primary key,

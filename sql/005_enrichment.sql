@@ -1,5 +1,5 @@
 -- The metadata enrichment queue (ADR-022 row 3) lives on user_books itself. Statuses: null (not
--- Ready yet) → Pending → Running → Completed | Failed. See queues/enrichment.ts.
+-- Ready yet) → Pending → Running → Completed | Failed. See docs/queues/enrichment.md.
 
 alter table user_books
   add column metadata_enrichment_status text

@@ -1,6 +1,6 @@
 -- The auto-publish queue (ADR-022 row 5), consumed by the host poller host/seo-publish-poll.sh
--- through the claim API (queues/auto_publish_routes.ts). Statuses: Queued → Running → Completed |
--- Failed; see queues/auto_publish.ts for the transitions.
+-- through the claim API (queues/auto_publish/routes.ts). Statuses: Queued → Running → Completed |
+-- Failed; see docs/queues/auto_publish.md for the transitions.
 
 create table auto_publish_jobs (
   id bigint generated always as identity primary key,

@@ -1,7 +1,7 @@
 -- The SEO backfill queue (ADR-022 row 6), consumed by the host poller host/seo-backfill-poll.sh
--- and the admin crew path through the claim API (queues/seo_backfill_routes.ts), and the
+-- and the admin crew path through the claim API (queues/seo_backfill/routes.ts), and the
 -- edition fields it writes. Statuses: Queued → Running → Completed | Failed; see
--- queues/seo_backfill.ts for the transitions.
+-- queues/seo_backfill/mod.ts for the transitions.
 
 alter table editions
   add column meta_title text,

@@ -1,4 +1,4 @@
--- The enrichment provider client (queues/enrichment/remote.ts, docs/enrichment.md).
+-- The enrichment provider client (queues/enrichment/_remote.ts, docs/enrichment.md).
 
 alter table user_books
   -- The intent whose attempts are running: part of every request's Idempotency-Key

@@ -5,7 +5,7 @@
  * expired, 12 h after sign-in.
  *
  * The worker is one process per port (a standby is another process with its own sessions), so a
- * map is enough: a restart signs everyone out, which the README says. The map is bounded: at most
+ * map is enough: a restart signs everyone out, as docs/operations.md says. The map is bounded: at most
  * {@linkcode MAX_SESSIONS} live sessions, the oldest dropped first when a sign-in needs the room.
  *
  * @module

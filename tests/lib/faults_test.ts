@@ -583,7 +583,7 @@ dbTest(
 // Wait until the consumer has heard its claim's reply (the claim publishes "claimed" once the reply
 // arrives). A row already `Processing` is not enough before a cut: the reply can still be on its
 // way through the proxy, and a cut then loses it, so the consumer never learns it claimed the job
-// (CI stop 15: stop() resolved with no job in flight to give back).
+// (stop() would resolve with no job in flight to give back).
 async function waitForClaimHeard(
   recorded: { events: { id: string; transition: string }[] },
   id: string,

@@ -441,7 +441,7 @@ containerTest(
   () =>
     withDb(async (db) => {
       const vol = await volume();
-      // A FIFO nobody writes to keeps the run open until it is aborted (tests/process_test.ts).
+      // A FIFO nobody writes to keeps the run open until it is aborted (tests/process/process_test.ts).
       await inVolume(vol, "mkfifo /data/storage/stream.txt");
       const c = start(vol, { DATABASE_URL: testUrl(), DATABASE_SCHEMA: db.schema });
       await c.ready();
