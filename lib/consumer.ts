@@ -24,7 +24,7 @@
  */
 import { setTimeout as sleep } from "node:timers/promises";
 import type { Logger } from "./log.ts";
-import { dbFault, faultDelayMs, sessionGone } from "./db.ts";
+import { dbFault, faultDelayMs, sessionGone } from "./db_fault.ts";
 import type { QueueLock } from "./lock.ts";
 import { InFlightError, settlesBy } from "./lifecycle.ts";
 import type { Wake } from "./wake.ts";
@@ -395,7 +395,7 @@ export class Consumer<J extends ClaimedJob, C extends QueueContext> {
   }
 
   // One line per failure (the stack at debug), a capped backoff, and a fresh pool after a
-  // read-only error (lib/db.ts DbFault.recycle says why not a connection error).
+  // read-only error (lib/db_fault.ts DbFault.recycle says why not a connection error).
   async #backOff(msg: string, err: unknown, active: AbortSignal): Promise<void> {
     this.#roundFailures++;
     const delayMs = faultDelayMs(++this.#errors, this.#o.maxErrorDelayMs ?? 5000);
