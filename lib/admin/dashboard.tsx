@@ -32,15 +32,14 @@ import { type EventStreamDeps, streamEvents } from "../http/api.ts";
 import { secureHeaders } from "hono/secure-headers";
 import {
   BulkRetryPage,
-  DASHBOARD_CSS,
   type InstanceInfo,
-  JobPage,
-  LIVE_JS,
   LoginPage,
   MessagePage,
   OverviewPage,
   QueuePage,
 } from "./pages.tsx";
+import { JobPage } from "./job_page.tsx";
+import { DASHBOARD_CSS, LIVE_JS } from "./assets.ts";
 import { SessionStore } from "./session.ts";
 import { clientKey, loginLimit } from "./login_limit.ts";
 import { idString } from "../http/ids.ts";
