@@ -27,9 +27,7 @@
  * @module
  */
 import { parseArgs } from "node:util";
-
-/** Exit codes (see the module comment). */
-export const EXIT = { ok: 0, refused: 1, usage: 2, notFound: 3, auth: 4, unreachable: 5 } as const;
+import { api, CliError, EXIT, token } from "./api.ts";
 
 /** Where each queue's actions are in the API (under `/internal`), as its routes define them. */
 interface QueueRoutes {
@@ -96,13 +94,6 @@ const USAGE = `Usage: deno task jobs <command> [options]
 Queues: ${Object.keys(QUEUES).join(", ")}
 Options: --url URL (or WORKER_URL), --json, --yes; token: INTERNAL_API_TOKEN or $DATA_DIR/internal_api_token`;
 
-/** A refusal that ends the command with an exit code and a message. */
-export class CliError extends Error {
-  constructor(message: string, readonly code: number) {
-    super(message);
-  }
-}
-
 /** What {@linkcode main} reads from its surroundings; a test passes its own. */
 export interface CliEnv {
   env: Readonly<Record<string, string | undefined>>;
@@ -110,66 +101,6 @@ export interface CliEnv {
   err: (line: string) => void;
   /** Asks a yes/no question at a terminal; null when stdin is not one. */
   confirm: ((question: string) => boolean) | null;
-}
-
-async function token(env: CliEnv["env"]): Promise<string> {
-  if (env.INTERNAL_API_TOKEN) return env.INTERNAL_API_TOKEN;
-  const path = `${env.DATA_DIR || ".data"}/internal_api_token`;
-  try {
-    const text = (await Deno.readTextFile(path)).trim();
-    if (text) return text;
-  } catch {
-    // reported below
-  }
-  throw new CliError(
-    `No token: set INTERNAL_API_TOKEN, or DATA_DIR to the worker's data directory (no token in "${path}")`,
-    EXIT.auth,
-  );
-}
-
-/** One API call's answer: its status and JSON body. */
-interface Answer {
-  status: number;
-  body: Record<string, unknown>;
-}
-
-function codeOf(status: number): number {
-  if (status === 404) return EXIT.notFound;
-  if (status === 401 || status === 403) return EXIT.auth;
-  if (status >= 500) return EXIT.unreachable;
-  return EXIT.refused;
-}
-
-function api(base: string, bearer: string) {
-  return async (method: string, path: string, body?: unknown): Promise<Answer> => {
-    let res: Response;
-    try {
-      res = await fetch(`${base}/internal${path}`, {
-        method,
-        headers: {
-          authorization: `Bearer ${bearer}`,
-          ...(body === undefined ? {} : { "content-type": "application/json" }),
-        },
-        body: body === undefined ? undefined : JSON.stringify(body),
-      });
-    } catch (err) {
-      throw new CliError(
-        `Cannot reach the worker at ${base}: ${err instanceof Error ? err.message : err}`,
-        EXIT.unreachable,
-      );
-    }
-    const text = await res.text();
-    let parsed: Record<string, unknown>;
-    try {
-      parsed = JSON.parse(text);
-    } catch {
-      parsed = { error: text.slice(0, 200) };
-    }
-    if (res.status >= 400) {
-      throw new CliError(String(parsed.error ?? `HTTP ${res.status}`), codeOf(res.status));
-    }
-    return { status: res.status, body: parsed };
-  };
 }
 
 const cell = (value: unknown): string => {

@@ -18,13 +18,14 @@
  * its abort is settled by a fenced write after a grace period and left behind; a failing round
  * backs off (capped), logs one line, and reopens the pool after a read-only error.
  * Jobs whose give-back never committed are reported by {@linkcode Consumer.stop} as an
- * {@linkcode InFlightError}, which the exit code tells.
+ * {@linkcode InFlightError}, which the exit code tells. Running one job, and settling a run that
+ * stopped, is lib/consumer_run.ts.
  *
  * @module
  */
 import { setTimeout as sleep } from "node:timers/promises";
 import type { Logger } from "./log.ts";
-import { dbFault, faultDelayMs, sessionGone } from "./db.ts";
+import { dbFault, faultDelayMs, sessionGone } from "./db_fault.ts";
 import type { QueueLock } from "./lock.ts";
 import { InFlightError, settlesBy } from "./lifecycle.ts";
 import type { Wake } from "./wake.ts";
@@ -32,10 +33,10 @@ import {
   CancelRequest,
   type ClaimedJob,
   type ClaimNext,
-  isCancel,
   type Queue,
   type QueueContext,
 } from "./queue.ts";
+import { ConsumerRuns } from "./consumer_run.ts";
 
 /** Options for {@linkcode Consumer}. */
 export interface ConsumerOptions<J extends ClaimedJob, C extends QueueContext> {
@@ -80,35 +81,9 @@ export interface ConsumerOptions<J extends ClaimedJob, C extends QueueContext> {
  */
 export type ConsumerState = "starting" | "holding" | "standing-by" | "no-connection" | "stopped";
 
-interface InFlight<J> {
-  job: J;
-  abort: AbortController;
-  done: Promise<void>;
-  givenBack: boolean;
-  /** The run finished, or a give-back/abandon wrote (or matched nothing): nothing left to do. */
-  settled: boolean;
-  /** What the run returned: the job it chained (null: none left), or undefined (no chain). */
-  next?: J | null;
-}
-
 // An abortable sleep: resolves early, never rejects, when `signal` aborts.
 function pause(ms: number, signal: AbortSignal): Promise<void> {
   return sleep(ms, undefined, { signal }).catch(() => {});
-}
-
-// `promise`, or a rejection with a connection-class error once `ms` pass (the promise runs on).
-/** How long (ms) one give-back try may wait for an answer before another try is sent. */
-const GIVE_BACK_TRY_MS = 1000;
-
-function withDeadline<T>(promise: Promise<T>, ms: number): Promise<T> {
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const late = new Promise<never>((_, reject) => {
-    timer = setTimeout(
-      () => reject(Object.assign(new Error(`No answer within ${ms} ms`), { code: "08006" })),
-      ms,
-    );
-  });
-  return Promise.race([promise, late]).finally(() => clearTimeout(timer));
 }
 
 function describe(err: unknown): string {
@@ -128,11 +103,9 @@ export class Consumer<J extends ClaimedJob, C extends QueueContext> {
   readonly #o: ConsumerOptions<J, C>;
   readonly #log: Logger;
   readonly #stopping = new AbortController();
-  #deadline: number | undefined;
   #loop: Promise<void> | undefined;
-  #inFlight: InFlight<J> | undefined;
-  /** Jobs whose give-back did not commit: in flight under this boot id. */
-  readonly #unsettled = new Map<string, InFlight<J>>();
+  /** The job in flight, and those whose give-back did not commit (in flight under this boot id). */
+  readonly #runs: ConsumerRuns<J, C>;
   /**
    * A claim (a round's, or one chained into a run's completing statement) whose session died
    * before its reply came: it may have committed, leaving a job `Processing` under this boot id
@@ -146,6 +119,7 @@ export class Consumer<J extends ClaimedJob, C extends QueueContext> {
   constructor(options: ConsumerOptions<J, C>) {
     this.#o = options;
     this.#log = options.ctx.log.child({ queue: options.queue.name });
+    this.#runs = new ConsumerRuns(options, this.#log);
   }
 
   /** Where this consumer stands (see {@linkcode ConsumerState}). */
@@ -160,7 +134,7 @@ export class Consumer<J extends ClaimedJob, C extends QueueContext> {
 
   /** Ids of jobs whose give-back has not committed yet (still in flight under this boot id). */
   get unsettled(): readonly string[] {
-    return [...this.#unsettled.keys()];
+    return [...this.#runs.unsettled.keys()];
   }
 
   /**
@@ -171,7 +145,7 @@ export class Consumer<J extends ClaimedJob, C extends QueueContext> {
    * @returns whether `id` is the job running here (false: nothing changed).
    */
   cancel(id: string): boolean {
-    const current = this.#inFlight;
+    const current = this.#runs.current;
     if (!current || current.job.id !== id || current.abort.signal.aborted) return false;
     this.#log.info({ id }, "job cancel requested; aborting its run");
     current.abort.abort(new CancelRequest(id));
@@ -192,9 +166,9 @@ export class Consumer<J extends ClaimedJob, C extends QueueContext> {
    * @throws {InFlightError} naming the jobs whose give-back never committed.
    */
   async stop(deadline: number): Promise<void> {
-    this.#deadline = deadline;
+    this.#runs.deadline = deadline;
     this.#stopping.abort(new Error("Shutting down"));
-    const current = this.#inFlight;
+    const current = this.#runs.current;
     // Keep part of the time for the give-back itself, so it lands inside the budget.
     const reserve = Math.min(1000, Math.max(50, (deadline - performance.now()) / 4));
     if (current && !(await settlesBy(current.done, deadline - reserve))) {
@@ -203,14 +177,14 @@ export class Consumer<J extends ClaimedJob, C extends QueueContext> {
         await settlesBy(current.done, deadline);
       } else {
         this.#log.warn({ id: current.job.id }, "job ignored its abort signal; giving it back");
-        await settlesBy(this.#giveBack(current), deadline);
+        await settlesBy(this.#runs.giveBack(current), deadline);
       }
     }
     if (this.#loop) await settlesBy(this.#loop, deadline);
     // Give-backs that failed earlier (a lost lock while the database was away): try again now.
-    for (const left of [...this.#unsettled.values()]) {
+    for (const left of [...this.#runs.unsettled.values()]) {
       left.givenBack = false;
-      await settlesBy(this.#giveBack(left), deadline);
+      await settlesBy(this.#runs.giveBack(left), deadline);
     }
     // A claim whose reply was lost: give back what it may have claimed, while the lock is held.
     if (this.#claimUnheard) {
@@ -220,15 +194,15 @@ export class Consumer<J extends ClaimedJob, C extends QueueContext> {
     await settlesBy(this.#o.lock.release(), deadline);
     this.#state = "stopped";
     // A give-back still waiting (a row lock, a silent socket) has not committed either.
-    const waiting = this.#inFlight;
-    if (waiting && !waiting.settled) this.#unsettled.set(waiting.job.id, waiting);
+    const waiting = this.#runs.current;
+    if (waiting && !waiting.settled) this.#runs.unsettled.set(waiting.job.id, waiting);
     if (this.#claimUnheard) {
       this.#log.error(
         "a claim's reply was lost and this boot's rows could not be given back: its job, if the " +
           "claim committed, stays in flight until the next start recovers it",
       );
     }
-    if (this.#unsettled.size > 0 || this.#claimUnheard) {
+    if (this.#runs.unsettled.size > 0 || this.#claimUnheard) {
       const ids = this.unsettled;
       if (ids.length > 0) {
         this.#log.error({ ids }, "jobs left in flight: their give-back did not commit");
@@ -290,7 +264,7 @@ export class Consumer<J extends ClaimedJob, C extends QueueContext> {
       try {
         await queue.recoverOrphans(ctx, active);
         // This boot's own in-flight rows were given back by it.
-        this.#unsettled.clear();
+        this.#runs.unsettled.clear();
         this.#claimUnheard = false;
         this.#errors = 0;
         return true;
@@ -352,7 +326,7 @@ export class Consumer<J extends ClaimedJob, C extends QueueContext> {
           let idle = !job;
           if (job) {
             chainSent = false;
-            const next = await this.#runOne(job, active, claimNext);
+            const next = await this.#runs.run(job, active, claimNext);
             // A run handed the fence that chained nothing (it failed, threw, was aborted): if its
             // completing statement was sent, its claim's reply may be what was lost.
             if (next === undefined && chainSent) this.#claimUnheard = true;
@@ -395,7 +369,7 @@ export class Consumer<J extends ClaimedJob, C extends QueueContext> {
   }
 
   // One line per failure (the stack at debug), a capped backoff, and a fresh pool after a
-  // read-only error (lib/db.ts DbFault.recycle says why not a connection error).
+  // read-only error (lib/db_fault.ts DbFault.recycle says why not a connection error).
   async #backOff(msg: string, err: unknown, active: AbortSignal): Promise<void> {
     this.#roundFailures++;
     const delayMs = faultDelayMs(++this.#errors, this.#o.maxErrorDelayMs ?? 5000);
@@ -404,183 +378,5 @@ export class Consumer<J extends ClaimedJob, C extends QueueContext> {
     this.#log.debug({ err }, "round failure detail");
     if (fault?.recycle && this.#o.recycle) await this.#o.recycle();
     await pause(delayMs, active);
-  }
-
-  // Run one job; returns the job its run chained (null: none left), or undefined when it did not
-  // chain, was aborted, or was settled by the consumer.
-  async #runOne(
-    job: J,
-    active: AbortSignal,
-    claimNext: (signal: AbortSignal) => ClaimNext,
-  ): Promise<J | null | undefined> {
-    const { queue, ctx } = this.#o;
-    const abort = new AbortController();
-    const forward = () => abort.abort(active.reason);
-    active.addEventListener("abort", forward, { once: true });
-    // A stop that landed while the claim was committing: the run starts aborted and gives back.
-    if (active.aborted) forward();
-    const timeout = new AbortController();
-    const timer = setTimeout(
-      () =>
-        timeout.abort(new DOMException(`Run exceeded ${this.#o.runTimeoutMs} ms`, "TimeoutError")),
-      this.#o.runTimeoutMs,
-    );
-    const signal = AbortSignal.any([abort.signal, timeout.signal]);
-    this.#log.info({ id: job.id, attempt: job.attempt_count }, "job claimed");
-    const current: InFlight<J> = {
-      job,
-      abort,
-      done: Promise.resolve(),
-      givenBack: false,
-      settled: false,
-    };
-    current.done = (async () => {
-      try {
-        const next = await queue.run(ctx, job, signal, claimNext(signal));
-        if (next !== undefined) current.next = next;
-        current.settled = true;
-      } catch (err) {
-        if (abort.signal.aborted && isCancel(abort.signal.reason)) await this.#cancelRun(current);
-        else if (abort.signal.aborted) await this.#giveBack(current);
-        else this.#log.error({ id: job.id, err }, "job run threw; it stays in flight until stale");
-      }
-    })();
-    this.#inFlight = current;
-    // A run that ignores its abort (timeout, lost lock) must not hold the sequential queue: after
-    // the grace period it is settled by a fenced write and left behind.
-    const grace = this.#o.abortGraceMs ?? 5000;
-    let graceTimer: ReturnType<typeof setTimeout> | undefined;
-    const ignored = new Promise<"ignored">((resolve) => {
-      const arm = () => (graceTimer = setTimeout(() => resolve("ignored"), grace));
-      if (signal.aborted) arm();
-      else signal.addEventListener("abort", arm, { once: true });
-    });
-    try {
-      const ended = await Promise.race([current.done, ignored]);
-      if (ended === "ignored" && current.givenBack) {
-        // The run did stop: its give-back is what takes long (the database is away). It is
-        // bounded by the shutdown budget; wait for it rather than call the run stuck.
-        await current.done;
-      } else if (ended === "ignored") {
-        this.#log.error(
-          { id: job.id, graceMs: grace },
-          "job ignored its abort signal; settling it",
-        );
-        if (abort.signal.aborted && isCancel(abort.signal.reason)) await this.#cancelRun(current);
-        else if (abort.signal.aborted || !queue.abandon) await this.#giveBack(current);
-        else await this.#abandon(current, describe(signal.reason));
-        return undefined;
-      }
-      return current.next;
-    } finally {
-      clearTimeout(timer);
-      clearTimeout(graceTimer);
-      active.removeEventListener("abort", forward);
-      this.#inFlight = undefined;
-    }
-  }
-
-  // Settle a cancelled run with the queue's fenced write (Failed, cancelled by admin). A queue
-  // without `cancelRun`, or a write the database refuses, gives the claim back instead: the job
-  // is then runnable again, never left in flight.
-  async #cancelRun(current: InFlight<J>): Promise<void> {
-    const { queue, ctx } = this.#o;
-    if (current.givenBack) return;
-    if (!queue.cancelRun) return await this.#giveBack(current);
-    current.givenBack = true; // the run's own late give-back must not follow
-    try {
-      const wrote = await queue.cancelRun(ctx, current.job);
-      current.settled = true; // written, or the fence says the claim was already lost
-      if (wrote) this.#log.info({ id: current.job.id }, "job cancelled by admin");
-      else {
-        this.#log.warn(
-          { id: current.job.id },
-          "cancel matched no row: the job already settled or its claim was lost",
-        );
-      }
-    } catch (err) {
-      this.#log.error(
-        { id: current.job.id, err: describe(err) },
-        "cancel could not be written; giving the job back",
-      );
-      current.givenBack = false;
-      await this.#giveBack(current);
-    }
-  }
-
-  async #abandon(current: InFlight<J>, reason: string): Promise<void> {
-    current.givenBack = true; // the run's own late give-back must not follow
-    const { queue, ctx } = this.#o;
-    try {
-      const wrote = await queue.abandon!(ctx, current.job, `${reason}; the run ignored its abort`);
-      current.settled = true; // written, or the fence says the claim was already lost
-      this.#log.warn({ id: current.job.id, wrote }, "stuck job abandoned");
-    } catch (err) {
-      this.#log.error(
-        { id: current.job.id, err: describe(err) },
-        "abandon failed; the job stays in flight until stale",
-      );
-    }
-  }
-
-  // Give the claim back; a database that refuses is retried with backoff until the shutdown
-  // deadline. Outside a shutdown (lost lock) the budget is 5 s: the next lock
-  // acquisition gives this boot's rows back anyway.
-  //
-  // Each try waits at most GIVE_BACK_TRY_MS: a query queued behind a connection the server
-  // silently dropped (a proxy that accepts and closes) never answers on its own, and must not eat
-  // the whole budget. A try that did not answer is kept, not cancelled: it runs once the database
-  // is back, and whichever try answers first settles the give-back (the write is fenced, so a
-  // later one matches no row and changes nothing).
-  async #giveBack(current: InFlight<J>): Promise<void> {
-    if (current.givenBack) return;
-    current.givenBack = true;
-    const { queue, ctx } = this.#o;
-    const id = current.job.id;
-    const deadline = this.#deadline ?? performance.now() + 5000;
-    type Outcome = { wrote: boolean } | { err: unknown };
-    const waiting = new Set<Promise<Outcome>>();
-    let faults = 0;
-    for (let n = 1;; n++) {
-      const attempt: Promise<Outcome> = queue.giveBack(ctx, current.job).then(
-        (wrote) => ({ wrote }),
-        (err) => ({ err }),
-      );
-      waiting.add(attempt);
-      attempt.then(() => waiting.delete(attempt));
-      const left = Math.max(50, deadline - performance.now());
-      const outcome = await withDeadline(
-        Promise.race(waiting),
-        Math.min(left, GIVE_BACK_TRY_MS),
-      ).catch((err: unknown) => ({ err, unanswered: true }));
-      if ("wrote" in outcome) {
-        if (outcome.wrote) this.#log.info({ id, attempt: n }, "job given back");
-        else {
-          this.#log.warn(
-            { id },
-            "give-back matched no row: the job already settled or its claim was lost",
-          );
-        }
-        this.#unsettled.delete(id);
-        current.settled = true;
-        return;
-      }
-      this.#unsettled.set(id, current);
-      const delayMs = "unanswered" in outcome ? 0 : faultDelayMs(++faults, 1000);
-      const remaining = deadline - performance.now() - 50;
-      if (!dbFault(outcome.err) || remaining < Math.max(delayMs, 50)) {
-        this.#log.error(
-          { id, err: describe(outcome.err), attempt: n },
-          "give-back failed; the job stays in flight",
-        );
-        return;
-      }
-      this.#log.warn(
-        { id, err: describe(outcome.err), attempt: n, delayMs },
-        "give-back failed; retrying",
-      );
-      if (dbFault(outcome.err)?.recycle && this.#o.recycle && delayMs > 0) await this.#o.recycle();
-      if (delayMs > 0) await sleep(Math.min(delayMs, remaining));
-    }
   }
 }

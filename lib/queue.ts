@@ -7,7 +7,8 @@
  */
 import type { QueueDefaults } from "./config.ts";
 import type { Logger } from "./log.ts";
-import { type Fragment, retryFaults, type Sql, transaction, type TxSql } from "./db.ts";
+import { type Fragment, type Sql, transaction, type TxSql } from "./db.ts";
+import { retryFaults } from "./db_fault.ts";
 import type { JobEvent, JobEvents } from "./events.ts";
 
 /** What every queue's verbs receive. A queue module may extend it with its own settings. */
@@ -55,7 +56,7 @@ export type OrphanScope = "all" | "own";
  * Settle a claimed job: the queue's fenced write, in a transaction of its own, and its event only
  * once it has committed (docs/development.md). A fence that matches no row means the claim was lost: that
  * is logged, nothing changes, and the answer is false. A database fault is tried again
- * (lib/db.ts `retryFaults`; the fence makes a repeat harmless).
+ * (lib/db_fault.ts `retryFaults`; the fence makes a repeat harmless).
  *
  * @param write runs the fenced UPDATE (and what must commit with it) and returns how many rows
  *   the fence matched.

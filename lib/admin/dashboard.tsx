@@ -6,13 +6,13 @@
  * (lib/control.ts). Everything is read and written through each queue's {@linkcode QueueView};
  * counts come from the background {@linkcode StatsCache}, never counted per request.
  *
- * Auth: the token (`METRICS_TOKEN` when set, else `INTERNAL_API_TOKEN`) is given once on the login
- * form; the answer is a cookie holding a session id from this process's {@linkcode SessionStore}
- * (so signing out ends the session), signed with HMAC-SHA256 under a key derived from the
- * token (never the token itself), `HttpOnly`, `SameSite=Strict`, `Path=/admin`, and `Secure` when
- * the request came over https. Every form post also passes `hono/csrf` (its Origin or
- * `Sec-Fetch-Site: same-origin` must match, as Sidekiq's `safe_request?`). Live updates come from
- * `/admin/events`, the job event stream behind the same cookie. Sign-in is rate-limited per
+ * Auth (lib/admin/access.tsx): the token (`METRICS_TOKEN` when set, else `INTERNAL_API_TOKEN`) is
+ * given once on the login form; the answer is a cookie holding a session id from this process's
+ * session store (so signing out ends the session), signed with HMAC-SHA256 under a key derived
+ * from the token (never the token itself), `HttpOnly`, `SameSite=Strict`, `Path=/admin`, and
+ * `Secure` when the request came over https. Every form post also passes `hono/csrf` (its Origin
+ * or `Sec-Fetch-Site: same-origin` must match, as Sidekiq's `safe_request?`). Live updates come
+ * from `/admin/events`, the job event stream behind the same cookie. Sign-in is rate-limited per
  * client address (lib/admin/login_limit.ts). Every answer carries `hono/secure-headers`: a CSP of
  * this origin's own files only (the style and the script are served from `/admin/assets/`, never
  * inline) and `X-Frame-Options: DENY`.
@@ -20,42 +20,25 @@
  * @module
  */
 import { Hono, type MiddlewareHandler } from "hono";
-import { bodyLimit } from "hono/body-limit";
-import { csrf } from "hono/csrf";
-import { deleteCookie, getSignedCookie, setSignedCookie } from "hono/cookie";
-import { timingSafeEqual } from "hono/utils/buffer";
 import type { QueueContext } from "../queue.ts";
 import type { QueueControl } from "../control.ts";
 import type { QueueView } from "./queue_view.ts";
 import type { StatsCache } from "./stats_cache.ts";
 import { type EventStreamDeps, streamEvents } from "../http/api.ts";
-import { secureHeaders } from "hono/secure-headers";
 import {
   BulkRetryPage,
-  DASHBOARD_CSS,
   type InstanceInfo,
-  JobPage,
-  LIVE_JS,
-  LoginPage,
   MessagePage,
   OverviewPage,
   QueuePage,
 } from "./pages.tsx";
-import { SessionStore } from "./session.ts";
-import { clientKey, loginLimit } from "./login_limit.ts";
+import { JobPage } from "./job_page.tsx";
+import { DASHBOARD_CSS, LIVE_JS } from "./assets.ts";
+import { type AccessDeps, guardRequests, mountSignIn } from "./access.tsx";
 import { idString } from "../http/ids.ts";
 
-/** The session cookie's name. */
-export const SESSION_COOKIE = "textstack_admin";
-/** How long a login lasts, in seconds. */
-export const SESSION_SECONDS = 12 * 3600;
 /** Jobs per page on a queue's page. */
 export const PAGE_SIZE = 50;
-/**
- * Largest `/admin` request body, in bytes (413 above it, before it is read): the sign-in form and
- * the retry button are far smaller, and the sign-in form is open to anyone who reaches the port.
- */
-export const ADMIN_MAX_BODY_BYTES = 4 * 1024;
 
 /** The process state behind "who holds the lock": a queue lock's live view (lib/lock.ts). */
 export interface LockState {
@@ -64,9 +47,7 @@ export interface LockState {
 }
 
 /** What {@linkcode adminRoutes} needs. */
-export interface AdminDeps extends EventStreamDeps {
-  /** The token the login form takes. */
-  token: string;
+export interface AdminDeps extends EventStreamDeps, AccessDeps {
   views: readonly QueueView[];
   cache: StatsCache;
   /** Context for the admin retry (pool, log, events). */
@@ -77,34 +58,6 @@ export interface AdminDeps extends EventStreamDeps {
   locks: ReadonlyMap<string, LockState>;
   /** Which instance this is and what it consumes, shown on the overview. */
   instance?: InstanceInfo;
-  /**
-   * The sign-in rate limit (lib/admin/login_limit.ts): refused sign-ins per address per window;
-   * the defaults unless a test sets them.
-   */
-  loginLimit?: { attempts?: number; windowMs?: number };
-  /**
-   * `ADMIN_ORIGIN`: the origin the dashboard is reached at through a public name or a proxy, e.g.
-   * `https://ops.example.com`; its host joins the Host allow-list and it passes the CSRF check.
-   */
-  origin?: string;
-}
-
-// The loopback names, with any port: what a browser on this machine (or on the host of a
-// container whose port is published) sends as Host.
-const LOOPBACK_HOST = /^(localhost|127\.0\.0\.1|\[::1\])(:\d{1,5})?$/i;
-
-/**
- * Whether `/admin` answers a request with this Host: a loopback name with any port, or the host
- * (and port) of `ADMIN_ORIGIN`. Anything else is a name this worker was not set up to be
- * reached at, such as a DNS-rebinding page's own name, whose Host and Origin would agree and so
- * pass a same-origin CSRF check.
- *
- * @param host the request's Host header (or the host of its URL).
- * @param origin `ADMIN_ORIGIN`, if set.
- */
-export function adminHostAllowed(host: string, origin?: string): boolean {
-  if (LOOPBACK_HOST.test(host)) return true;
-  return origin !== undefined && host.toLowerCase() === new URL(origin).host.toLowerCase();
 }
 
 // A job id: 1 to the bigint maximum, as the /internal routes accept (lib/http/ids.ts).
@@ -123,79 +76,10 @@ export function adminRoutes(deps: AdminDeps): Hono {
     deps.views.flatMap((v) => [v.name, ...(v.aliases ?? [])].map((name) => [name, v] as const)),
   );
   const views = deps.views;
-  // A key of its own: a leaked cookie signature says nothing about the token.
-  const secret = crypto.subtle.digest(
-    "SHA-256",
-    new TextEncoder().encode(`textstack-admin-session\u0000${deps.token}`),
-  );
   let streams = 0;
-  const sessions = new SessionStore(SESSION_SECONDS * 1000);
-
-  // The session id in the request's cookie, when its signature holds (else undefined).
-  const sessionId = async (c: Parameters<MiddlewareHandler>[0]): Promise<string | undefined> => {
-    const value = await getSignedCookie(c, await secret, SESSION_COOKIE);
-    return typeof value === "string" ? value : undefined;
-  };
-  const signedIn = async (c: Parameters<MiddlewareHandler>[0]): Promise<boolean> =>
-    sessions.valid(await sessionId(c));
-
-  // Before anything reads a body (the sign-in form needs no session): a body past the limit is
-  // refused unread, as the 64 KiB limit under /internal.
-  const limit = bodyLimit({
-    maxSize: ADMIN_MAX_BODY_BYTES,
-    onError: (c) =>
-      c.html(
-        <MessagePage
-          title="Too large"
-          message={`The request body exceeds ${ADMIN_MAX_BODY_BYTES} bytes`}
-        />,
-        413,
-      ),
-  });
-  // First, so every answer under /admin carries them: a CSP that allows only this
-  // origin's own files (the style and the live script are served below, never inline), no
-  // framing (clickjacking the retry button), no sniffing. HSTS is left to the https proxy: the
-  // worker itself speaks plain http.
-  const secure = secureHeaders({
-    contentSecurityPolicy: {
-      defaultSrc: ["'none'"],
-      scriptSrc: ["'self'"],
-      styleSrc: ["'self'"],
-      imgSrc: ["'self'"],
-      connectSrc: ["'self'"],
-      formAction: ["'self'"],
-      frameAncestors: ["'none'"],
-      baseUri: ["'none'"],
-    },
-    xFrameOptions: "DENY",
-    strictTransportSecurity: false,
-  });
-  app.use("/admin/*", secure);
-  app.use("/admin", secure);
-  app.use("/admin/*", limit);
-  app.use("/admin", limit);
-  // Before the CSRF check: the check compares Origin with the request's own URL, which the Host
-  // header makes; only a Host on the allow-list makes that comparison mean "this dashboard".
-  const hostCheck: MiddlewareHandler = async (c, next) => {
-    const host = c.req.header("host") ?? new URL(c.req.url).host;
-    if (adminHostAllowed(host, deps.origin)) return await next();
-    return c.html(
-      <MessagePage
-        title="Wrong host"
-        message="This dashboard answers on localhost only, or at the origin set in ADMIN_ORIGIN"
-      />,
-      403,
-    );
-  };
-  app.use("/admin/*", hostCheck);
-  app.use("/admin", hostCheck);
-  // Same origin as the request's URL (its Host is allowed above), or ADMIN_ORIGIN itself: behind
-  // an https proxy the browser's Origin is https:// while the worker is reached over http.
-  const sameOrigin = csrf({
-    origin: (origin, c) => origin === new URL(c.req.url).origin || origin === deps.origin,
-  });
-  app.use("/admin/*", sameOrigin);
-  app.use("/admin", sameOrigin);
+  // First, so every answer under /admin carries them: security headers, the body limit, the Host
+  // allow-list and the CSRF check (lib/admin/access.tsx).
+  guardRequests(app, deps);
 
   // The style and the script, before the session check: the sign-in page is styled too.
   const asset = (body: string, type: string) => (c: Parameters<MiddlewareHandler>[0]) =>
@@ -203,76 +87,8 @@ export function adminRoutes(deps: AdminDeps): Hono {
   app.get("/admin/assets/dashboard.css", asset(DASHBOARD_CSS, "text/css; charset=utf-8"));
   app.get("/admin/assets/live.js", asset(LIVE_JS, "text/javascript; charset=utf-8"));
 
-  app.get("/admin/login", async (c) => {
-    if (await signedIn(c)) return c.redirect("/admin", 303);
-    return c.html(<LoginPage />);
-  });
-
-  // Refused sign-ins are counted per client address; past the limit, 429 with Retry-After, so
-  // guessing the token is bounded.
-  const limited = loginLimit({
-    ...deps.loginLimit,
-    onLimited: (c, client) => {
-      deps.log.warn(
-        { client, retryAfterS: Number(c.res.headers.get("retry-after")) },
-        "admin login rate-limited",
-      );
-      return c.html(
-        <MessagePage
-          title="Too many sign-in attempts"
-          message={`Too many refused sign-ins from this address: try again in ${
-            c.res.headers.get("retry-after")
-          } s`}
-        />,
-        429,
-      );
-    },
-  });
-
-  app.post("/admin/login", limited, async (c) => {
-    const form = await c.req.parseBody();
-    const given = typeof form.token === "string" ? form.token : "";
-    if (!(await timingSafeEqual(given, deps.token))) {
-      deps.log.warn(
-        { client: clientKey(c), forwardedFor: c.req.header("x-forwarded-for") ?? null },
-        "admin login refused",
-      );
-      return c.html(<LoginPage error="Wrong token" />, 401);
-    }
-    await setSignedCookie(
-      c,
-      SESSION_COOKIE,
-      sessions.create(),
-      await secret,
-      {
-        httpOnly: true,
-        sameSite: "Strict",
-        path: "/admin",
-        maxAge: SESSION_SECONDS,
-        secure: new URL(c.req.url).protocol === "https:" ||
-          c.req.header("x-forwarded-proto") === "https",
-      },
-    );
-    return c.redirect("/admin", 303);
-  });
-
-  // Everything below needs the session cookie.
-  const requireSession: MiddlewareHandler = async (c, next) => {
-    if (await signedIn(c)) return await next();
-    if (c.req.method === "GET" && c.req.path !== "/admin/events") {
-      return c.redirect("/admin/login", 303);
-    }
-    return c.html(<MessagePage title="Sign in first" message="Your session has ended." />, 401);
-  };
-  app.use("/admin", requireSession);
-  app.use("/admin/*", requireSession);
-
-  // Ends the session itself, not only the browser's copy of it: the old cookie opens nothing.
-  app.post("/admin/logout", async (c) => {
-    sessions.revoke(await sessionId(c));
-    deleteCookie(c, SESSION_COOKIE, { path: "/admin" });
-    return c.redirect("/admin/login", 303);
-  });
+  // The sign-in and sign-out routes; everything after them needs the session cookie.
+  mountSignIn(app, deps);
 
   app.get("/admin", (c) =>
     c.html(

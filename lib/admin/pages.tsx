@@ -5,85 +5,30 @@
  * in after a job event: it re-fetches the same URL and replaces each region by id (GoodJob's
  * live poll). Plain links, forms and buttons throughout, so the keyboard works.
  *
- * The style and the script are files the dashboard serves ({@linkcode DASHBOARD_CSS},
- * {@linkcode LIVE_JS}), never inline: the pages' Content-Security-Policy allows only `'self'`
- * (lib/admin/dashboard.tsx).
+ * The style and the script are files the dashboard serves (lib/admin/assets.ts), never inline:
+ * the pages' Content-Security-Policy allows only `'self'` (lib/admin/dashboard.tsx). One job's page
+ * is lib/admin/job_page.tsx, in the {@linkcode Layout} here.
  *
  * @module
  */
 import type { Child, FC } from "hono/jsx";
-import type { JobDetail, JobSummary, QueueView } from "./queue_view.ts";
-import { RETRYABLE_STATUS } from "./queue_view.ts";
+import type { JobSummary, QueueView } from "./queue_view.ts";
 import type { StatsSnapshot } from "./stats_cache.ts";
 import { redact } from "../redact.ts";
 import type { PauseState } from "../control.ts";
 import type { BulkRetryOutcome } from "../queue.ts";
 
-/** The dashboard's style sheet, served at `/admin/assets/dashboard.css`. */
-export const DASHBOARD_CSS = `
-body{font:15px/1.45 system-ui,sans-serif;margin:0;color:#1d1d1f;background:#fafafa}
-header{background:#1f2a44;color:#fff;padding:.6rem 1.2rem;display:flex;gap:1.2rem;align-items:center}
-header a{color:#fff}header form{margin-left:auto}
-main{padding:1rem 1.2rem;max-width:72rem}
-table{border-collapse:collapse;margin:.5rem 0 1.2rem;background:#fff}
-th,td{border:1px solid #d0d4dc;padding:.3rem .6rem;text-align:left;vertical-align:top}
-caption{text-align:left;font-weight:600;padding:.3rem 0}
-.status{font-weight:600}.Failed{color:#a4000f}.Completed{color:#0a6b2a}.Processing,.Running{color:#8a5300}
-a:focus,button:focus,select:focus,input:focus{outline:3px solid #ffbf47;outline-offset:1px}
-button{font:inherit;padding:.3rem .8rem}pre{white-space:pre-wrap;background:#fff;border:1px solid #d0d4dc;padding:.5rem}
-dl{display:grid;grid-template-columns:max-content 1fr;gap:.2rem 1rem;background:#fff;padding:.6rem;border:1px solid #d0d4dc}
-dt{font-weight:600}.note{padding:.4rem .6rem;background:#e8f0fe;border:1px solid #9db7f5}
-.error{background:#fde8e8;border-color:#e29595}.muted{color:#5c6270}
-.actions{display:flex;gap:.8rem;align-items:center;flex-wrap:wrap;margin:.5rem 0}
-.paused{color:#8a5300;font-weight:600}`;
-
-// Re-fetch this page on a job event (debounced) and swap each live region by id. The stream is
-// the dashboard's own, behind the login cookie: EventSource cannot send a bearer token. On
-// `ready` (the subscription exists; also after a reconnect) it refreshes once, so an event that
-// fell between rendering this page and subscribing is not missed. A refresh that an earlier one
-// overtook is dropped, so a slow answer never puts older content back.
-/** The live-update script, served at `/admin/assets/live.js`. */
-export const LIVE_JS = `(() => {
-  let timer, latest = 0;
-  async function refresh() {
-    const mine = ++latest;
-    const res = await fetch(location.href, { headers: { accept: "text/html" } });
-    if (!res.ok || mine !== latest) return;
-    const next = new DOMParser().parseFromString(await res.text(), "text/html");
-    if (mine !== latest) return;
-    for (const region of document.querySelectorAll("[data-live-region]")) {
-      const fresh = next.getElementById(region.id);
-      if (fresh) region.replaceWith(fresh);
-    }
-    document.body.dataset.refreshed = String(Number(document.body.dataset.refreshed || 0) + 1);
-  }
-  const soon = () => { clearTimeout(timer); timer = setTimeout(refresh, 200); };
-  const events = new EventSource("/admin/events");
-  for (const name of ["claimed", "completed", "failed", "given_back", "recovered", "retried", "cancelled", "reset"]) {
-    events.addEventListener(name, soon);
-  }
-  events.addEventListener("ready", () => { document.body.dataset.live = "ready"; soon(); });
-})();`;
-
 const seconds = (ms: number): string => String(Math.round(ms / 100) / 10);
 
-const time = (value: unknown): string =>
+/** A timestamp as the pages show it, `2024-05-01 12:00:00Z`; "—" for anything not a `Date`. */
+export const time = (value: unknown): string =>
   value instanceof Date ? value.toISOString().replace("T", " ").replace(/\.\d+Z$/, "Z") : "—";
 
-// An attempt's times, as the trigger stored them (ISO text with an offset).
-const isoTime = (value: unknown): string =>
-  typeof value === "string" && !Number.isNaN(Date.parse(value)) ? time(new Date(value)) : "—";
-
-/** One ended attempt as the job row holds it (sql/010_operations.sql). */
-interface AttemptRow {
-  attempt: number;
-  started_at: string | null;
-  ended_at: string;
-  outcome: string;
-  error: string | null;
-}
-
-const Layout: FC<
+/**
+ * The frame of every page: the header with the queues' links and the sign-out button (when
+ * `views` is given), the title, and the live script when `live`.
+ */
+export const Layout: FC<
   { title: string; views?: readonly QueueView[]; live?: boolean; children?: Child }
 > = (
   p,
@@ -367,112 +312,6 @@ export const BulkRetryPage: FC<{
           <button type="submit">Retry {over ? counted.matched - 1 : counted.matched} jobs</button>
         </form>
       )}
-    </Layout>
-  );
-};
-
-/** One job: its fields, error, attempts and timestamps, the queue's details, the retry button. */
-export const JobPage: FC<{
-  views: readonly QueueView[];
-  view: QueueView;
-  job: Record<string, unknown>;
-  details: JobDetail[];
-  notice?: Child;
-}> = ({ views, view, job, details, notice }) => {
-  const id = String(job.id);
-  const canRetry = view.retry !== undefined && job.status === RETRYABLE_STATUS;
-  // Runnable jobs can be cancelled anywhere; a running one only in an in-process queue.
-  const runnable = job.status === "Queued" || job.status === "Pending";
-  const running = job.status === "Processing" || job.status === "Running";
-  const canCancel = view.cancel !== undefined &&
-    (runnable || (running && view.consumer === "worker"));
-  const attempts = Array.isArray(job.attempts) ? job.attempts as AttemptRow[] : [];
-  return (
-    <Layout title={`${view.name} job #${id}`} views={views} live>
-      <p>
-        <a href={`/admin/queues/${view.name}`}>← {view.name} jobs</a>
-      </p>
-      {notice}
-      <div id="job" data-live-region>
-        <p>
-          Status:{" "}
-          <strong class={`status ${job.status}`} data-status={String(job.status)}>
-            {String(job.status)}
-          </strong>{" "}
-          · attempts: {String(job.attempt_count)}
-        </p>
-        {canRetry && (
-          <form method="post" action={`/admin/queues/${view.name}/jobs/${id}/retry`}>
-            <button type="submit">Retry job #{id}</button>
-          </form>
-        )}
-        {canCancel && (
-          <form method="post" action={`/admin/queues/${view.name}/jobs/${id}/cancel`}>
-            <button type="submit">Cancel job #{id}</button>
-          </form>
-        )}
-        <h2 id="attempts">Attempts</h2>
-        <table aria-labelledby="attempts" data-attempts={String(attempts.length)}>
-          <thead>
-            <tr>
-              <th scope="col">#</th>
-              <th scope="col">Started</th>
-              <th scope="col">Ended</th>
-              <th scope="col">Outcome</th>
-              <th scope="col">Error</th>
-            </tr>
-          </thead>
-          <tbody>
-            {attempts.length === 0 && (
-              <tr>
-                <td colspan={5}>none ended yet</td>
-              </tr>
-            )}
-            {attempts.map((a) => (
-              <tr data-outcome={a.outcome}>
-                <td>{a.attempt}</td>
-                <td>{isoTime(a.started_at)}</td>
-                <td>{isoTime(a.ended_at)}</td>
-                <td>{a.outcome}</td>
-                <td>{a.error ?? "—"}</td>
-              </tr>
-            ))}
-          </tbody>
-        </table>
-        {job.error != null && (
-          <>
-            <h2>Error</h2>
-            <pre>{redact(String(job.error))}</pre>
-          </>
-        )}
-        <h2>Fields</h2>
-        <dl>
-          {Object.entries(job).filter(([key]) => key !== "attempts").map(([key, value]) => (
-            <>
-              <dt>{key}</dt>
-              <dd>{value instanceof Date ? time(value) : value == null ? "—" : String(value)}</dd>
-            </>
-          ))}
-        </dl>
-        {details.map((d, i) => (
-          <>
-            <h2 id={`detail-${i}`}>{d.title}</h2>
-            <table aria-labelledby={`detail-${i}`}>
-              <thead>
-                <tr>{d.columns.map((c) => <th scope="col">{c}</th>)}</tr>
-              </thead>
-              <tbody>
-                {d.rows.length === 0 && (
-                  <tr>
-                    <td colspan={d.columns.length}>none</td>
-                  </tr>
-                )}
-                {d.rows.map((r) => <tr>{r.map((cell) => <td>{cell ?? "—"}</td>)}</tr>)}
-              </tbody>
-            </table>
-          </>
-        ))}
-      </div>
     </Layout>
   );
 };

@@ -6,7 +6,8 @@
  * @module
  */
 import assert from "node:assert/strict";
-import { EXIT, main } from "../../cli/jobs.ts";
+import { EXIT } from "../../cli/api.ts";
+import { main } from "../../cli/jobs.ts";
 
 const QUEUES = ["ingestion", "user_ingestion", "enrichment", "ssg", "auto_publish", "seo_backfill"];
 

@@ -5,7 +5,8 @@
  * decided by {@linkcode dbFault} — checked here on real errors from a real server.
  */
 import assert from "node:assert/strict";
-import { connect, dbFault, faultDelayMs, recyclePool } from "../../lib/db.ts";
+import { connect } from "../../lib/db.ts";
+import { dbFault, faultDelayMs, recyclePool } from "../../lib/db_fault.ts";
 import { waitUntilReachable } from "../../lib/lifecycle.ts";
 import { createLogger } from "../../lib/log.ts";
 import { dbTest, waitFor } from "../_db.ts";

@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
-import { connect, retryFaults, runCancellable, sessionGone, transaction } from "../../lib/db.ts";
+import { connect, runCancellable, transaction } from "../../lib/db.ts";
+import { retryFaults, sessionGone } from "../../lib/db_fault.ts";
 import { createLogger } from "../../lib/log.ts";
 import { dbTest, waitFor, within } from "../_db.ts";
 
@@ -163,7 +164,7 @@ dbTest(
       assert.ok(err && sessionGone(err), `the statement lost its session: ${err}`);
       // Released after its session died, the connection went back among the open ones and the
       // next query on it never settled. retryFaults: postgres.js hands the reconnected session's
-      // first query the dead session's last error (lib/db.ts retryFaults says why).
+      // first query the dead session's last error (lib/db_fault.ts retryFaults says why).
       const [{ x }] = await within(
         "the next query on the pool",
         retryFaults(() => pool<{ x: number }[]>`select 1 as x`, log),

@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { testControl } from "../../_api.ts";
-import { adminHostAllowed, adminRoutes } from "../../../lib/admin/dashboard.tsx";
+import { adminRoutes } from "../../../lib/admin/dashboard.tsx";
+import { adminHostAllowed } from "../../../lib/admin/access.tsx";
 import { Lifecycle } from "../../../lib/lifecycle.ts";
 import { StatsCache } from "../../../lib/admin/stats_cache.ts";
 import { ingestionView } from "../../../queues/ingestion/view.ts";

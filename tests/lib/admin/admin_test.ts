@@ -1,11 +1,7 @@
 import { testControl } from "../../_api.ts";
 import assert from "node:assert/strict";
-import {
-  ADMIN_MAX_BODY_BYTES,
-  type AdminDeps,
-  adminRoutes,
-  SESSION_COOKIE,
-} from "../../../lib/admin/dashboard.tsx";
+import { type AdminDeps, adminRoutes } from "../../../lib/admin/dashboard.tsx";
+import { ADMIN_MAX_BODY_BYTES, SESSION_COOKIE } from "../../../lib/admin/access.tsx";
 import { LOGIN_ATTEMPTS, LOGIN_WINDOW_MS } from "../../../lib/admin/login_limit.ts";
 import { Lifecycle } from "../../../lib/lifecycle.ts";
 import { StatsCache } from "../../../lib/admin/stats_cache.ts";

@@ -1,5 +1,5 @@
 /**
- * The enrichment provider client (queues/enrichment/_remote.ts) against a real local HTTP server
+ * The enrichment provider client (queues/enrichment/_remote.ts, its answers read by _answer.ts) against a real local HTTP server
  * that misbehaves as providers do (tests/_provider.ts), through the queue's own verbs on real
  * Postgres: waits asked by `Retry-After` / `retry-after-ms` inside the run and beyond its bound,
  * backoff with jitter for 5xx and timeouts, a timeout's reason, a shutdown during a wait, the
@@ -12,7 +12,8 @@ import assert from "node:assert/strict";
 import { Registry } from "prom-client";
 import * as enrichment from "../../../queues/enrichment/mod.ts";
 import { MAX_ATTEMPTS, type TokenTally } from "../../../queues/enrichment/mod.ts";
-import { parseAnswer, type RemoteSettings } from "../../../queues/enrichment/_remote.ts";
+import { type RemoteSettings } from "../../../queues/enrichment/_remote.ts";
+import { parseAnswer } from "../../../queues/enrichment/_answer.ts";
 import { tokenMetrics } from "../../../queues/enrichment/view.ts";
 import { dbTest, type TestDb, waitFor } from "../../_db.ts";
 import { ANSWER, bookRow, ENGLISH, enrichmentContext, insertReadyBook } from "../../_user_books.ts";

@@ -11,7 +11,7 @@ import { connect } from "../../../lib/db.ts";
 import * as enrichment from "../../../queues/enrichment/mod.ts";
 import * as enrichmentJobs from "../../../queues/enrichment/jobs.ts";
 import { MAX_ATTEMPTS } from "../../../queues/enrichment/mod.ts";
-import { parseAnswer } from "../../../queues/enrichment/_remote.ts";
+import { parseAnswer } from "../../../queues/enrichment/_answer.ts";
 import { WORDS_PER_MINUTE } from "../../../queues/enrichment/_local.ts";
 import { dbTest, type TestDb, waitFor } from "../../_db.ts";
 import {
