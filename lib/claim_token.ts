@@ -15,6 +15,7 @@
  *
  * @module
  */
+import type { Sql } from "./db.ts";
 import type { JobEvents, Transition } from "./events.ts";
 
 /** A settling verb of the claim API. */
@@ -88,29 +89,16 @@ export function publishJob(
   });
 }
 
-/** What {@linkcode settleByToken} needs of a queue: its own statements, and where events go. */
-export interface TokenSettle<T extends EventRow> {
+/** A host-polled queue as {@linkcode settleByToken} sees it: its name and its own re-read. */
+export interface TokenQueue<T extends EventRow> {
   /** The queue's name, for the event. */
-  readonly queue: string;
-  readonly events: JobEvents;
-  /** The request's verb. */
-  readonly verb: SettleVerb;
-  /** The token the request presented (uuid text). */
-  readonly token: string;
+  readonly name: string;
   /**
-   * The queue's write, fenced on `status = 'Running'` and the token (one UPDATE, or a transaction
-   * that starts with it), committed when it resolves.
+   * The queue's read of job `id` as it is now: its public columns and its `claim_token`.
    *
-   * @returns the settled job's public columns, or undefined/null when the fence matched no row.
+   * @returns undefined when no job has that id.
    */
-  fenced(): Promise<T | null | undefined>;
-  /**
-   * The queue's read of the row as it is now, its public columns and its `claim_token`; run only
-   * after a miss.
-   *
-   * @returns undefined when no job has the id.
-   */
-  reread(): Promise<(T & TokenState) | undefined>;
+  reread(sql: Sql, id: string): Promise<(T & TokenState) | undefined>;
 }
 
 /**
@@ -118,18 +106,27 @@ export interface TokenSettle<T extends EventRow> {
  * publish the verb's transition; when it matched no row, re-read the row and answer with
  * {@linkcode afterMiss}. Nothing is written after a miss.
  *
+ * @param ctx the pool the re-read runs on, and the event hub.
+ * @param queue the queue's name and re-read.
+ * @param settle the request: its verb, the job's id and the token it presented (uuid text).
+ * @param fenced the queue's write, fenced on `status = 'Running'` and the token (one UPDATE, or a
+ *   transaction that starts with it), committed when it resolves; it returns the settled job's
+ *   public columns, or undefined/null when the fence matched no row.
  * @returns see {@linkcode SettleOutcome}.
  * @throws whatever the queue's statements throw (nothing is published then).
  */
 export async function settleByToken<T extends EventRow>(
-  settle: TokenSettle<T>,
+  ctx: { readonly sql: Sql; readonly events: JobEvents },
+  queue: TokenQueue<T>,
+  settle: { readonly verb: SettleVerb; readonly id: string; readonly token: string },
+  fenced: () => Promise<T | null | undefined>,
 ): Promise<SettleOutcome<T>> {
-  const job = await settle.fenced();
+  const job = await fenced();
   if (job) {
-    publishJob(settle.events, settle.queue, job, SETTLED_TRANSITION[settle.verb]);
+    publishJob(ctx.events, queue.name, job, SETTLED_TRANSITION[settle.verb]);
     return { outcome: "settled", job };
   }
-  return afterMiss<T>(await settle.reread(), settle.token, settle.verb);
+  return afterMiss<T>(await queue.reread(ctx.sql, settle.id), settle.token, settle.verb);
 }
 
 /**

@@ -57,6 +57,7 @@ import {
   publishJob,
   settleByToken,
   type SettleOutcome,
+  type TokenQueue,
   type TokenState,
 } from "../../lib/claim_token.ts";
 
@@ -278,38 +279,32 @@ export async function complete(
   token: string,
   result: Record<string, unknown>,
 ): Promise<SettleOutcome<AutoPublishJobRow>> {
-  const outcome = await settleByToken({
-    queue: name,
-    events: ctx.events,
-    verb: "complete",
-    token,
-    fenced: () =>
-      transaction(ctx.sql, ctx.log, async (tx) => {
-        // The fence first: it row-locks the job, so a concurrent give-back or recover waits and
-        // then matches nothing.
-        const [fenced] = await tx.sql<{ edition_id: string }[]>`
-          update auto_publish_jobs
-          set status = 'Completed', error = null, finished_at = now(), updated_at = now()
-          where id = ${id} and status = 'Running' and claim_token = ${token}
-          returning edition_id`;
-        if (!fenced) return undefined;
-        // The job references its edition (on delete cascade), so the edition is there.
-        const published = await publishEdition(tx.sql, fenced.edition_id, true);
-        if (!published) throw new Error(`Cannot publish edition ${fenced.edition_id}: it is gone`);
-        if (ctx.indexNow) await recordPing(tx.sql, fenced.edition_id);
-        const stored = {
-          ...result,
-          published_at: published.published_at,
-          ssg_job_id: published.rebuild.id,
-        };
-        const [row] = await tx.sql<AutoPublishJobRow[]>`
-          update auto_publish_jobs set result = ${tx.sql.json(JSON.parse(JSON.stringify(stored)))}
-          where id = ${id}
-          returning ${tx.sql(COLUMNS)}`;
-        return row;
-      }),
-    reread: () => reread(ctx.sql, id),
-  });
+  const write = () =>
+    transaction(ctx.sql, ctx.log, async (tx) => {
+      // The fence first: it row-locks the job, so a concurrent give-back or recover waits and
+      // then matches nothing.
+      const [fenced] = await tx.sql<{ edition_id: string }[]>`
+        update auto_publish_jobs
+        set status = 'Completed', error = null, finished_at = now(), updated_at = now()
+        where id = ${id} and status = 'Running' and claim_token = ${token}
+        returning edition_id`;
+      if (!fenced) return undefined;
+      // The job references its edition (on delete cascade), so the edition is there.
+      const published = await publishEdition(tx.sql, fenced.edition_id, true);
+      if (!published) throw new Error(`Cannot publish edition ${fenced.edition_id}: it is gone`);
+      if (ctx.indexNow) await recordPing(tx.sql, fenced.edition_id);
+      const stored = {
+        ...result,
+        published_at: published.published_at,
+        ssg_job_id: published.rebuild.id,
+      };
+      const [row] = await tx.sql<AutoPublishJobRow[]>`
+        update auto_publish_jobs set result = ${tx.sql.json(JSON.parse(JSON.stringify(stored)))}
+        where id = ${id}
+        returning ${tx.sql(COLUMNS)}`;
+      return row;
+    });
+  const outcome = await settleByToken(ctx, tokenQueue, { verb: "complete", id, token }, write);
   if (outcome.outcome === "settled") {
     ctx.log.info({ queue: name, id, edition: outcome.job.edition_id }, "edition auto-published");
   }
@@ -328,18 +323,13 @@ export async function fail(
   token: string,
   error: string,
 ): Promise<SettleOutcome<AutoPublishJobRow>> {
-  return await settleByToken({
-    queue: name,
-    events: ctx.events,
-    verb: "fail",
-    token,
-    fenced: async () =>
-      (await ctx.sql<AutoPublishJobRow[]>`
-        update auto_publish_jobs
-        set status = 'Failed', error = ${error}, finished_at = now(), updated_at = now()
-        where id = ${id} and status = 'Running' and claim_token = ${token}
-        returning ${ctx.sql(COLUMNS)}`)[0],
-    reread: () => reread(ctx.sql, id),
+  return await settleByToken(ctx, tokenQueue, { verb: "fail", id, token }, async () => {
+    const [row] = await ctx.sql<AutoPublishJobRow[]>`
+      update auto_publish_jobs
+      set status = 'Failed', error = ${error}, finished_at = now(), updated_at = now()
+      where id = ${id} and status = 'Running' and claim_token = ${token}
+      returning ${ctx.sql(COLUMNS)}`;
+    return row;
   });
 }
 
@@ -355,21 +345,19 @@ export async function giveBack(
   id: string,
   token: string,
 ): Promise<SettleOutcome<AutoPublishJobRow>> {
-  return await settleByToken({
-    queue: name,
-    events: ctx.events,
-    verb: "give-back",
-    token,
-    fenced: async () =>
-      (await ctx.sql<AutoPublishJobRow[]>`
-        update auto_publish_jobs
-        set status = 'Queued', attempt_count = attempt_count - 1, error = null, claimed_at = null,
-            updated_at = now()
-        where id = ${id} and status = 'Running' and claim_token = ${token}
-        returning ${ctx.sql(COLUMNS)}`)[0],
-    reread: () => reread(ctx.sql, id),
+  return await settleByToken(ctx, tokenQueue, { verb: "give-back", id, token }, async () => {
+    const [row] = await ctx.sql<AutoPublishJobRow[]>`
+      update auto_publish_jobs
+      set status = 'Queued', attempt_count = attempt_count - 1, error = null, claimed_at = null,
+          updated_at = now()
+      where id = ${id} and status = 'Running' and claim_token = ${token}
+      returning ${ctx.sql(COLUMNS)}`;
+    return row;
   });
 }
+
+// This queue as settleByToken sees it: its name, and its re-read of a job with its token.
+const tokenQueue: TokenQueue<AutoPublishJobRow> = { name, reread };
 
 // The job as it is now, with its token: what settleByToken reads after a fenced write missed.
 async function reread(
@@ -381,12 +369,7 @@ async function reread(
   return row;
 }
 
-/**
- * Publish one of this queue's transitions (lib/claim_token.ts `publishJob`); only once it has
- * committed.
- *
- * @param runnableForS `claimed` only: seconds the job was runnable before the claim.
- */
+/** Publish one of this queue's transitions once it committed (lib/claim_token.ts `publishJob`). */
 export function publish(
   ctx: Pick<AutoPublishContext, "events">,
   row: AutoPublishJobRow,
