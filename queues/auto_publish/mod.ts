@@ -46,43 +46,32 @@
  *
  * @module
  */
-import type { Fragment, Sql, TxSql } from "../../lib/db.ts";
+import type { Sql, TxSql } from "../../lib/db.ts";
 import { publishEdition } from "../ssg/jobs.ts";
 import { transaction } from "../../lib/db.ts";
-import { ConfigError, parseQueueSettings, type QueueDefaults } from "../../lib/config.ts";
 import type { Logger } from "../../lib/log.ts";
-import { type IndexNowSettings, recordPing } from "./_indexnow.ts";
+import { recordPing } from "./_indexnow.ts";
 import { type QueueContext } from "../../lib/queue.ts";
-import type { JobEvent } from "../../lib/events.ts";
+import type { Transition } from "../../lib/events.ts";
+import {
+  publishJob,
+  settleByToken,
+  type SettleOutcome,
+  type TokenQueue,
+  type TokenState,
+} from "../../lib/claim_token.ts";
 
-import { afterMiss, type SettleOutcome, type TokenState } from "../../lib/claim_token.ts";
+// The settings live beside the verbs (_settings.ts); setup.ts and the tests read them from here.
+export { type AutoPublishSettings, defaults, parseSettings } from "./_settings.ts";
+// The breaker and ingestion's statement under it (_breaker.ts).
+export { BREAKER_FAILURES, BREAKER_WINDOW_H, createOnIngest } from "./_breaker.ts";
 
 /** Queue name used in logs and events. */
 export const name = "auto_publish";
 /** The queue table. */
 export const table = "auto_publish_jobs";
-/** The breaker: this many `Failed` jobs of one edition inside the window refuse a new one. */
-export const BREAKER_FAILURES = 5;
-/** The breaker's window, in hours (ADR-022 row 5: "5 failures / 24 h per edition"). */
-export const BREAKER_WINDOW_H = 24;
 /** The error {@linkcode recover} writes (ADR-022, startup recovery). */
 export const INTERRUPTED = "interrupted (consumer restarted)";
-/**
- * No time-based settings: no stale rule (the poller's startup `recover` is the crash recovery)
- * and no run timeout (the host command's own). `AUTO_PUBLISH_STALE_AFTER_MS` and
- * `AUTO_PUBLISH_TIMEOUT_MS` would be ignored, so a set value stops startup.
- */
-export const defaults: QueueDefaults<null, null> = {
-  envPrefix: "AUTO_PUBLISH",
-  staleAfterMs: null,
-  timeoutMs: null,
-  without: {
-    staleAfterMs: "the auto-publish queue has no stale rule (the poller's start fails every " +
-      "Running job: POST /internal/auto-publish/recover)",
-    timeoutMs: "the auto-publish queue's runs are the host poller's PUBLISH_COMMAND, which " +
-      "bounds its own run",
-  },
-};
 
 /** Statuses of `auto_publish_jobs.status`. */
 export type AutoPublishStatus = "Queued" | "Running" | "Completed" | "Failed";
@@ -131,94 +120,6 @@ export type CreateOutcome =
   /** The breaker is open: `failures` ≥ 5 in the window; creation is allowed again at `allowedAt`. */
   | { outcome: "breaker"; failures: number; allowedAt: Date }
   | { outcome: "no_edition" };
-
-/** This queue's settings, read once at startup by main.ts. */
-export interface AutoPublishSettings {
-  /** `AUTO_PUBLISH_ON_INGEST` (default true): create a job when an ingestion completes. */
-  readonly onIngest: boolean;
-  /** From `INDEXNOW_URL`, `INDEXNOW_KEY`, `SITE_URL`; null when `INDEXNOW_URL` is unset (no ping). */
-  readonly indexNow: IndexNowSettings | null;
-}
-
-/**
- * Read `AUTO_PUBLISH_ON_INGEST` (`true`/`false`/`1`/`0`, default on), `INDEXNOW_URL`,
- * `INDEXNOW_KEY` and `SITE_URL` (both required once `INDEXNOW_URL` is set). `INDEXNOW_KEY` is
- * checked whenever it is set, and the time settings this queue lacks ({@linkcode defaults}) must
- * be unset: every setting is checked at startup.
- *
- * @param env variables by name; an empty string counts as unset.
- * @throws {ConfigError} naming the variable, e.g.
- *   `Cannot parse SITE_URL: expected an http(s) URL (required with INDEXNOW_URL), received ""`.
- */
-export function parseSettings(
-  env: Readonly<Record<string, string | undefined>>,
-): AutoPublishSettings {
-  const flag = env.AUTO_PUBLISH_ON_INGEST || "true";
-  if (!/^(true|false|1|0)$/.test(flag)) {
-    throw new ConfigError(
-      `Cannot parse AUTO_PUBLISH_ON_INGEST: expected true, false, 1 or 0, received ${
-        JSON.stringify(flag)
-      }`,
-    );
-  }
-  const httpUrl = (name: string, expected: string): string => {
-    const raw = env[name] ?? "";
-    let ok = false;
-    try {
-      ok = /^https?:$/.test(new URL(raw).protocol);
-    } catch { /* not a URL */ }
-    if (!ok) {
-      throw new ConfigError(
-        `Cannot parse ${name}: expected ${expected}, received ${JSON.stringify(raw)}`,
-      );
-    }
-    return raw.replace(/\/+$/, "");
-  };
-  parseQueueSettings(env, defaults);
-  const key = env.INDEXNOW_KEY ?? "";
-  const keyError = () =>
-    new ConfigError(
-      "Cannot parse INDEXNOW_KEY: expected 8 to 128 letters, digits or dashes (required with " +
-        `INDEXNOW_URL), received ${key ? `${key.length} characters` : '""'}`,
-    );
-  const goodKey = /^[A-Za-z0-9-]{8,128}$/.test(key);
-  // Checked whenever it is set, INDEXNOW_URL or not.
-  if (key && !goodKey) throw keyError();
-  let indexNow: IndexNowSettings | null = null;
-  if (env.INDEXNOW_URL) {
-    const url = httpUrl("INDEXNOW_URL", "an http(s) URL");
-    const siteUrl = httpUrl("SITE_URL", "an http(s) URL (required with INDEXNOW_URL)");
-    if (!goodKey) throw keyError();
-    indexNow = { url, key, siteUrl };
-  }
-  return Object.freeze({ onIngest: flag === "true" || flag === "1", indexNow });
-}
-
-/**
- * The statement that creates an edition's job when its ingestion completes
- * (`AUTO_PUBLISH_ON_INGEST`), run as a part of the ingestion's completing statement, so it commits
- * with the edition or not at all, and costs no round trip of its own. Same refusals as
- * the API ({@linkcode enqueue}): no second job while the edition has one `Queued` or `Running` (the
- * partial unique index), none while its breaker is open. A refusal writes nothing and the
- * ingestion still commits. The edition exists: the same statement saved it (its own rows are not
- * visible to this part's reads, hence no existence check here).
- *
- * @param sql the client the completing statement runs on.
- * @param editionId the saved edition's id as a SQL expression; NULL creates nothing.
- * @returns a data-modifying statement returning the created job's id (no row when refused).
- */
-export function createOnIngest(sql: Sql | TxSql, editionId: Fragment): Fragment {
-  return sql`
-    insert into auto_publish_jobs (edition_id, priority)
-    select e.id, 0 from (select ${editionId} as id) e
-    where e.id is not null
-      and (select count(*) from auto_publish_jobs
-           where edition_id = e.id and status = 'Failed' and cancelled_at is null
-             and finished_at > now() - ${BREAKER_WINDOW_H} * interval '1 hour')
-          < ${BREAKER_FAILURES}
-    on conflict (edition_id) where status in ('Queued', 'Running') do nothing
-    returning id`;
-}
 
 /**
  * Log what {@linkcode createOnIngest} did, once the ingestion committed.
@@ -378,36 +279,36 @@ export async function complete(
   token: string,
   result: Record<string, unknown>,
 ): Promise<SettleOutcome<AutoPublishJobRow>> {
-  const job = await transaction(ctx.sql, ctx.log, async (tx) => {
-    // The fence first: it row-locks the job, so a concurrent give-back or recover waits and then
-    // matches nothing.
-    const [fenced] = await tx.sql<{ edition_id: string }[]>`
-      update auto_publish_jobs
-      set status = 'Completed', error = null, finished_at = now(), updated_at = now()
-      where id = ${id} and status = 'Running' and claim_token = ${token}
-      returning edition_id`;
-    if (!fenced) return null;
-    // The job references its edition (on delete cascade), so the edition is there.
-    const published = await publishEdition(tx.sql, fenced.edition_id, true);
-    if (!published) throw new Error(`Cannot publish edition ${fenced.edition_id}: it is gone`);
-    if (ctx.indexNow) await recordPing(tx.sql, fenced.edition_id);
-    const stored = {
-      ...result,
-      published_at: published.published_at,
-      ssg_job_id: published.rebuild.id,
-    };
-    const [row] = await tx.sql<AutoPublishJobRow[]>`
-      update auto_publish_jobs set result = ${tx.sql.json(JSON.parse(JSON.stringify(stored)))}
-      where id = ${id}
-      returning ${tx.sql(COLUMNS)}`;
-    tx.afterCommit(() => publish(ctx, row, "completed"));
-    return row;
-  });
-  if (job) {
-    ctx.log.info({ queue: name, id, edition: job.edition_id }, "edition auto-published");
-    return { outcome: "settled", job };
+  const write = () =>
+    transaction(ctx.sql, ctx.log, async (tx) => {
+      // The fence first: it row-locks the job, so a concurrent give-back or recover waits and
+      // then matches nothing.
+      const [fenced] = await tx.sql<{ edition_id: string }[]>`
+        update auto_publish_jobs
+        set status = 'Completed', error = null, finished_at = now(), updated_at = now()
+        where id = ${id} and status = 'Running' and claim_token = ${token}
+        returning edition_id`;
+      if (!fenced) return undefined;
+      // The job references its edition (on delete cascade), so the edition is there.
+      const published = await publishEdition(tx.sql, fenced.edition_id, true);
+      if (!published) throw new Error(`Cannot publish edition ${fenced.edition_id}: it is gone`);
+      if (ctx.indexNow) await recordPing(tx.sql, fenced.edition_id);
+      const stored = {
+        ...result,
+        published_at: published.published_at,
+        ssg_job_id: published.rebuild.id,
+      };
+      const [row] = await tx.sql<AutoPublishJobRow[]>`
+        update auto_publish_jobs set result = ${tx.sql.json(JSON.parse(JSON.stringify(stored)))}
+        where id = ${id}
+        returning ${tx.sql(COLUMNS)}`;
+      return row;
+    });
+  const outcome = await settleByToken(ctx, tokenQueue, { verb: "complete", id, token }, write);
+  if (outcome.outcome === "settled") {
+    ctx.log.info({ queue: name, id, edition: outcome.job.edition_id }, "edition auto-published");
   }
-  return afterMiss(await reread(ctx.sql, id), token, "complete");
+  return outcome;
 }
 
 /**
@@ -422,16 +323,14 @@ export async function fail(
   token: string,
   error: string,
 ): Promise<SettleOutcome<AutoPublishJobRow>> {
-  const [row] = await ctx.sql<AutoPublishJobRow[]>`
-    update auto_publish_jobs
-    set status = 'Failed', error = ${error}, finished_at = now(), updated_at = now()
-    where id = ${id} and status = 'Running' and claim_token = ${token}
-    returning ${ctx.sql(COLUMNS)}`;
-  if (row) {
-    publish(ctx, row, "failed");
-    return { outcome: "settled", job: row };
-  }
-  return afterMiss(await reread(ctx.sql, id), token, "fail");
+  return await settleByToken(ctx, tokenQueue, { verb: "fail", id, token }, async () => {
+    const [row] = await ctx.sql<AutoPublishJobRow[]>`
+      update auto_publish_jobs
+      set status = 'Failed', error = ${error}, finished_at = now(), updated_at = now()
+      where id = ${id} and status = 'Running' and claim_token = ${token}
+      returning ${ctx.sql(COLUMNS)}`;
+    return row;
+  });
 }
 
 /**
@@ -446,19 +345,21 @@ export async function giveBack(
   id: string,
   token: string,
 ): Promise<SettleOutcome<AutoPublishJobRow>> {
-  const [row] = await ctx.sql<AutoPublishJobRow[]>`
-    update auto_publish_jobs
-    set status = 'Queued', attempt_count = attempt_count - 1, error = null, claimed_at = null,
-        updated_at = now()
-    where id = ${id} and status = 'Running' and claim_token = ${token}
-    returning ${ctx.sql(COLUMNS)}`;
-  if (row) {
-    publish(ctx, row, "given_back");
-    return { outcome: "settled", job: row };
-  }
-  return afterMiss(await reread(ctx.sql, id), token, "give-back");
+  return await settleByToken(ctx, tokenQueue, { verb: "give-back", id, token }, async () => {
+    const [row] = await ctx.sql<AutoPublishJobRow[]>`
+      update auto_publish_jobs
+      set status = 'Queued', attempt_count = attempt_count - 1, error = null, claimed_at = null,
+          updated_at = now()
+      where id = ${id} and status = 'Running' and claim_token = ${token}
+      returning ${ctx.sql(COLUMNS)}`;
+    return row;
+  });
 }
 
+// This queue as settleByToken sees it: its name, and its re-read of a job with its token.
+const tokenQueue: TokenQueue<AutoPublishJobRow> = { name, reread };
+
+// The job as it is now, with its token: what settleByToken reads after a fenced write missed.
 async function reread(
   sql: Sql,
   id: string,
@@ -468,19 +369,12 @@ async function reread(
   return row;
 }
 
+/** Publish one of this queue's transitions once it committed (lib/claim_token.ts `publishJob`). */
 export function publish(
   ctx: Pick<AutoPublishContext, "events">,
   row: AutoPublishJobRow,
-  transition: JobEvent["transition"],
+  transition: Transition,
   runnableForS?: number | null,
 ): void {
-  ctx.events.publish({
-    queue: name,
-    id: row.id,
-    transition,
-    status: row.status,
-    attempt: row.attempt_count,
-    error: row.error,
-    ...(transition === "claimed" ? { runnableForS: runnableForS ?? null } : {}),
-  });
+  publishJob(ctx.events, name, row, transition, runnableForS);
 }

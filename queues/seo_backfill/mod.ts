@@ -52,8 +52,18 @@ import type { Sql, TxSql } from "../../lib/db.ts";
 import { transaction } from "../../lib/db.ts";
 import type { QueueDefaults } from "../../lib/config.ts";
 import { type QueueContext } from "../../lib/queue.ts";
-import type { JobEvent } from "../../lib/events.ts";
-import { afterMiss, type SettleOutcome, type TokenState } from "../../lib/claim_token.ts";
+import type { Transition } from "../../lib/events.ts";
+import {
+  publishJob,
+  settleByToken,
+  type SettleOutcome,
+  type TokenQueue,
+  type TokenState,
+} from "../../lib/claim_token.ts";
+import { applyFields, editionJson, type SeoEdition, type SeoFields } from "./_edition.ts";
+
+// The edition's side (its SEO fields, the BeforeSnapshot, the revert) lives in _edition.ts.
+export { revert, type SeoFields } from "./_edition.ts";
 
 /** Queue name used in logs and events. */
 export const name = "seo_backfill";
@@ -84,13 +94,6 @@ export interface SeoContext extends Pick<QueueContext, "sql" | "log" | "events">
   readonly staleAfterMs: number;
 }
 
-/** An edition's SEO fields (null when never set). */
-export interface SeoFields {
-  meta_title: string | null;
-  meta_description: string | null;
-  meta_keywords: string[] | null;
-}
-
 /** A job row as the API shows it (never with its claim token). */
 export interface SeoJobRow {
   /** bigint id, as a string. */
@@ -113,14 +116,7 @@ export interface SeoJobRow {
 /** A claimed job: the row, its edition (what the SEO command reads), and its token. */
 export interface ClaimedSeoJob extends SeoJobRow {
   claim_token: string;
-  edition: SeoFields & {
-    id: string;
-    title: string;
-    author: string | null;
-    format: string;
-    /** The first chapter's text without markup, at most 2000 characters; "" when none. */
-    excerpt: string;
-  };
+  edition: SeoEdition;
 }
 
 export const COLUMNS = [
@@ -278,7 +274,8 @@ export async function crew(
 /**
  * Complete a job and apply its SEO fields, in one transaction: the fence (status `Running` and
  * this token), the BeforeSnapshot of the edition's current fields — only if none exists yet, so
- * a second run never snapshots the first run's output (ADR-022, "SEO apply") — then the fields.
+ * a second run never snapshots the first run's output (ADR-022, "SEO apply") — then the fields
+ * ({@linkcode applyFields}).
  *
  * @param token the claim's token (uuid text).
  * @param fields the SEO fields the command produced.
@@ -290,32 +287,18 @@ export async function complete(
   token: string,
   fields: SeoFields,
 ): Promise<SettleOutcome<SeoJobRow>> {
-  const job = await transaction(ctx.sql, ctx.log, async (tx) => {
-    const [row] = await tx.sql<SeoJobRow[]>`
-      update seo_backfill_jobs
-      set status = 'Completed', error = null, result = ${tx.sql.json({ ...fields })},
-          finished_at = now(), updated_at = now()
-      where id = ${id} and status = 'Running' and claim_token = ${token}
-      returning ${tx.sql(COLUMNS)}`;
-    if (!row) return null;
-    // Lock the edition first, so two applies to one edition (poller and crew) run one after the
-    // other and the snapshot is always of the fields before either.
-    await tx.sql`select 1 from editions where id = ${row.edition_id} for update`;
-    await tx.sql`
-      insert into seo_before_snapshots (edition_id, meta_title, meta_description, meta_keywords)
-      select id, meta_title, meta_description, meta_keywords from editions
-      where id = ${row.edition_id}
-      on conflict (edition_id) do nothing`;
-    await tx.sql`
-      update editions
-      set meta_title = ${fields.meta_title}, meta_description = ${fields.meta_description},
-          meta_keywords = ${fields.meta_keywords}, updated_at = now()
-      where id = ${row.edition_id}`;
-    tx.afterCommit(() => publish(ctx, row, "completed"));
-    return row;
-  });
-  if (job) return { outcome: "settled", job };
-  return afterMiss(await reread(ctx.sql, id), token, "complete");
+  const write = () =>
+    transaction(ctx.sql, ctx.log, async (tx) => {
+      const [row] = await tx.sql<SeoJobRow[]>`
+        update seo_backfill_jobs
+        set status = 'Completed', error = null, result = ${tx.sql.json({ ...fields })},
+            finished_at = now(), updated_at = now()
+        where id = ${id} and status = 'Running' and claim_token = ${token}
+        returning ${tx.sql(COLUMNS)}`;
+      if (row) await applyFields(tx.sql, row.edition_id, fields);
+      return row;
+    });
+  return await settleByToken(ctx, tokenQueue, { verb: "complete", id, token }, write);
 }
 
 /**
@@ -329,16 +312,14 @@ export async function fail(
   token: string,
   error: string,
 ): Promise<SettleOutcome<SeoJobRow>> {
-  const [row] = await ctx.sql<SeoJobRow[]>`
-    update seo_backfill_jobs
-    set status = 'Failed', error = ${error}, finished_at = now(), updated_at = now()
-    where id = ${id} and status = 'Running' and claim_token = ${token}
-    returning ${ctx.sql(COLUMNS)}`;
-  if (row) {
-    publish(ctx, row, "failed");
-    return { outcome: "settled", job: row };
-  }
-  return afterMiss(await reread(ctx.sql, id), token, "fail");
+  return await settleByToken(ctx, tokenQueue, { verb: "fail", id, token }, async () => {
+    const [row] = await ctx.sql<SeoJobRow[]>`
+      update seo_backfill_jobs
+      set status = 'Failed', error = ${error}, finished_at = now(), updated_at = now()
+      where id = ${id} and status = 'Running' and claim_token = ${token}
+      returning ${ctx.sql(COLUMNS)}`;
+    return row;
+  });
 }
 
 /**
@@ -352,22 +333,21 @@ export async function giveBack(
   id: string,
   token: string,
 ): Promise<SettleOutcome<SeoJobRow>> {
-  const [row] = await ctx.sql<SeoJobRow[]>`
-    update seo_backfill_jobs
-    set status = 'Queued', attempt_count = attempt_count - 1, error = null, claimed_at = null,
-        updated_at = now()
-    where id = ${id} and status = 'Running' and claim_token = ${token}
-    returning ${ctx.sql(COLUMNS)}`;
-  if (row) {
-    publish(ctx, row, "given_back");
-    return { outcome: "settled", job: row };
-  }
-  return afterMiss(await reread(ctx.sql, id), token, "give-back");
+  return await settleByToken(ctx, tokenQueue, { verb: "give-back", id, token }, async () => {
+    const [row] = await ctx.sql<SeoJobRow[]>`
+      update seo_backfill_jobs
+      set status = 'Queued', attempt_count = attempt_count - 1, error = null, claimed_at = null,
+          updated_at = now()
+      where id = ${id} and status = 'Running' and claim_token = ${token}
+      returning ${ctx.sql(COLUMNS)}`;
+    return row;
+  });
 }
 
 /**
  * Give several jobs back in one statement (the poller's stop: one request, whatever the batch, so
- * the stop fits its budget): each row fenced on its own token, as {@linkcode giveBack}.
+ * the stop fits its budget): each row fenced on its own token, as {@linkcode giveBack}; each job's
+ * answer is then settleByToken's, the statement's row standing for its fenced write.
  *
  * @param jobs ids with the tokens their claim returned (ids unique).
  * @returns one outcome per job, in the order given; nothing changes for a job unless `settled`.
@@ -387,81 +367,29 @@ export async function giveBackMany(
   const settled = new Map(rows.map((r) => [r.id, r]));
   const out: Array<{ id: string } & SettleOutcome<SeoJobRow>> = [];
   for (const { id, token } of jobs) {
-    const row = settled.get(id);
-    if (row) {
-      publish(ctx, row, "given_back");
-      out.push({ id, outcome: "settled", job: row });
-    } else {
-      out.push({ id, ...afterMiss(await reread(ctx.sql, id), token, "give-back") });
-    }
+    const fenced = () => Promise.resolve(settled.get(id));
+    const outcome = await settleByToken(ctx, tokenQueue, { verb: "give-back", id, token }, fenced);
+    out.push({ id, ...outcome });
   }
   return out;
 }
 
-/**
- * Restore an edition's SEO fields from its BeforeSnapshot and drop the snapshot, so the next apply
- * snapshots the restored originals again.
- *
- * @returns the restored fields; `nothing_to_revert` when the edition has no snapshot; `absent` when
- *   no edition has that id. Nothing changes but on `reverted`.
- */
-export async function revert(
-  ctx: Pick<SeoContext, "sql" | "log">,
-  editionId: string,
-): Promise<
-  { outcome: "reverted"; edition: SeoFields & { id: string } } | {
-    outcome: "nothing_to_revert" | "absent";
-  }
-> {
-  return await transaction(ctx.sql, ctx.log, async (tx) => {
-    const [edition] = await tx.sql<(SeoFields & { id: string })[]>`
-      update editions e
-      set meta_title = s.meta_title, meta_description = s.meta_description,
-          meta_keywords = s.meta_keywords, updated_at = now()
-      from seo_before_snapshots s
-      where e.id = ${editionId} and s.edition_id = e.id
-      returning e.id, e.meta_title, e.meta_description, e.meta_keywords`;
-    if (edition) {
-      await tx.sql`delete from seo_before_snapshots where edition_id = ${editionId}`;
-      return { outcome: "reverted" as const, edition };
-    }
-    const [exists] = await tx.sql`select 1 from editions where id = ${editionId}`;
-    return { outcome: exists ? "nothing_to_revert" as const : "absent" as const };
-  });
-}
+// This queue as settleByToken sees it: its name, and its re-read of a job with its token.
+const tokenQueue: TokenQueue<SeoJobRow> = { name, reread };
 
-// The edition as the SEO command reads it: its fields and an excerpt of its first chapter.
-function editionJson(sql: Sql | TxSql) {
-  return sql`jsonb_build_object(
-      'id', e.id::text, 'title', e.title, 'author', e.author, 'format', e.format,
-      'meta_title', e.meta_title, 'meta_description', e.meta_description,
-      'meta_keywords', e.meta_keywords,
-      'excerpt', coalesce((
-        select left(btrim(regexp_replace(regexp_replace(ch.html, '<[^>]*>', ' ', 'g'),
-                                         '\\s+', ' ', 'g')), 2000)
-        from chapters ch where ch.edition_id = e.id order by ch.position limit 1), '')
-    ) as edition`;
-}
-
+// The job as it is now, with its token: what settleByToken reads after a fenced write missed.
 async function reread(sql: Sql, id: string): Promise<(SeoJobRow & TokenState) | undefined> {
   const [row] = await sql<(SeoJobRow & TokenState)[]>`
     select ${sql(COLUMNS)}, claim_token from seo_backfill_jobs where id = ${id}`;
   return row;
 }
 
+/** Publish one of this queue's transitions once it committed (lib/claim_token.ts `publishJob`). */
 export function publish(
   ctx: Pick<SeoContext, "events">,
   row: SeoJobRow,
-  transition: JobEvent["transition"],
+  transition: Transition,
   runnableForS?: number | null,
 ): void {
-  ctx.events.publish({
-    queue: name,
-    id: row.id,
-    transition,
-    status: row.status,
-    attempt: row.attempt_count,
-    error: row.error,
-    ...(transition === "claimed" ? { runnableForS: runnableForS ?? null } : {}),
-  });
+  publishJob(ctx.events, name, row, transition, runnableForS);
 }
