@@ -14,6 +14,10 @@
  *   consumer settles it as cancelled with a fenced write (lib/consumer.ts `cancel`). A request
  *   that no instance is running finds nothing and changes nothing.
  *
+ * - What every queue's admin cancel and retry share (each passes its own statements): the cancel
+ *   flow ({@linkcode cancelJob}) and the events a cancel or a retry publishes after its commit
+ *   ({@linkcode publishRetried}, {@linkcode bulkRetried}).
+ *
  * No table of a queue is named here: pauses and requests are keyed by queue name.
  *
  * @module
@@ -21,8 +25,9 @@
 import type { Sql } from "./db.ts";
 import type { Logger } from "./log.ts";
 import type { ChannelHandler } from "./listener.ts";
-import type { CancelOutcome } from "./queue.ts";
-import { CANCELLED } from "./queue.ts";
+import type { JobEvents } from "./events.ts";
+import type { BulkRetryOutcome, CancelOutcome } from "./queue.ts";
+import { bulkOutcome, CANCELLED } from "./queue.ts";
 
 /** Options for {@linkcode QueueControl}. */
 export interface QueueControlOptions {
@@ -194,16 +199,80 @@ export class QueueControl {
 export const CANCEL_WAIT_MS = 5000;
 
 /**
+ * Publish a job's `cancelled` event: `Failed` with {@linkcode CANCELLED}, at its attempt count.
+ * Call it once the cancel has committed.
+ */
+export function publishCancelled(
+  events: JobEvents,
+  queue: string,
+  id: string,
+  attempt: number,
+): void {
+  events.publish({
+    queue,
+    id,
+    transition: "cancelled",
+    status: "Failed",
+    attempt,
+    error: CANCELLED,
+  });
+}
+
+/**
+ * Publish an admin retry's `retried` event: the job runnable again (`status`: the queue's
+ * runnable status), attempts reset to 0. Call it once the retry has committed.
+ */
+export function publishRetried(
+  events: JobEvents,
+  queue: string,
+  id: string,
+  status = "Queued",
+): void {
+  events.publish({ queue, id, transition: "retried", status, attempt: 0 });
+}
+
+/** What a queue's bulk retry statement returns: the matching jobs counted, and the ids re-queued. */
+export interface BulkRetryRow {
+  matched: number;
+  ids: string[];
+}
+
+/**
+ * A bulk retry's outcome after its statement committed: one `retried` event per re-queued id
+ * ({@linkcode publishRetried}), and the counts (lib/queue.ts `bulkOutcome`).
+ *
+ * @param status the queue's runnable status (`Queued`; enrichment's `Pending`).
+ */
+export function bulkRetried(
+  events: JobEvents,
+  queue: string,
+  row: BulkRetryRow,
+  dryRun: boolean,
+  status = "Queued",
+): BulkRetryOutcome {
+  for (const id of row.ids) publishRetried(events, queue, id, status);
+  return bulkOutcome(row.matched, row.ids, dryRun);
+}
+
+/**
  * The admin cancel, shared by every queue's `cancel` (each passes its own statements):
- * a runnable job is failed as {@linkcode CANCELLED} at once (`cancelRunnable`); a running job of
- * an in-process queue is asked to stop (`requestCancel`) and waited for up to `waitMs`; a running
- * job of a host-polled queue is refused; a finished one is left alone.
+ * a runnable job is failed as {@linkcode CANCELLED} at once (`cancelRunnable`), and its
+ * `cancelled` event published when `events` is given ({@linkcode publishCancelled}); a running
+ * job of an in-process queue is asked to stop (`requestCancel`) and waited for up to `waitMs`; a
+ * running job of a host-polled queue is refused; a finished one is left alone.
  *
  * @param statements the queue's own: `cancelRunnable` (the fenced write on the runnable status,
- *   returning the row or null), `read`, and what its statuses mean.
+ *   returning the row or null), `read`, and what its statuses mean; `queue` and `id` name the
+ *   job in its event.
  */
-export async function cancelJob<R extends { status: string | null; error: string | null }>(
+export async function cancelJob<
+  R extends { status: string | null; error: string | null; attempt_count: number },
+>(
   statements: {
+    queue: string;
+    id: string;
+    /** Where the `cancelled` event goes; absent when `cancelRunnable` publishes it itself. */
+    events?: JobEvents;
     cancelRunnable: () => Promise<R | null>;
     read: () => Promise<R | null>;
     running: string;
@@ -215,7 +284,17 @@ export async function cancelJob<R extends { status: string | null; error: string
   // Twice: a job given back or retried later between the two statements is runnable again.
   for (let tries = 0; tries < 2; tries++) {
     const cancelled = await statements.cancelRunnable();
-    if (cancelled) return { outcome: "cancelled", job: cancelled };
+    if (cancelled) {
+      if (statements.events) {
+        publishCancelled(
+          statements.events,
+          statements.queue,
+          statements.id,
+          cancelled.attempt_count,
+        );
+      }
+      return { outcome: "cancelled", job: cancelled };
+    }
     const job = await statements.read();
     if (!job) return { outcome: "absent" };
     if (job.status === "Completed" || job.status === "Failed") return { outcome: "finished", job };

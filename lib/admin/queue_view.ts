@@ -1,8 +1,9 @@
 /**
  * A queue's admin view: what `/admin` and `/metrics` read about one queue, each answered by the
- * queue's own statements (no generic layer guesses at tables). Each queue has a
- * `queues/<queue>_view.ts` exporting one {@linkcode QueueView} over its module's `stats(sql)` and
- * `retry`; main.ts lists them.
+ * queue's own statements (no generic layer guesses at tables). Each queue's `queues/<queue>/view.ts`
+ * exports one {@linkcode QueueView} over its `jobs.ts` (`stats(sql)`, `list`, `retry`, …). The
+ * shapes those statements' rows become are here, written once: {@linkcode statsOf},
+ * {@linkcode fieldRows}, {@linkcode chapterTable}.
  *
  * @module
  */
@@ -137,4 +138,51 @@ export function retryOutcome(retried: boolean): RetryOutcome {
   return retried
     ? { retried: true }
     : { retried: false, reason: "only Failed jobs can be retried" };
+}
+
+/**
+ * What a queue's `stats(sql)` statement returns: its jobs counted by status (null when the queue
+ * has none), and the age in seconds of the oldest runnable one (null when none is).
+ */
+export interface StatsRow {
+  readonly by_status: Record<string, number> | null;
+  readonly oldest_s: number | null;
+}
+
+/**
+ * A queue's {@linkcode QueueStats} from its stats statement: every one of `statuses` present, in
+ * that order (0 when it has no rows), then any other status the rows name.
+ *
+ * @param statuses the queue's status names, in lifecycle order.
+ */
+export function statsOf(statuses: readonly string[], row: StatsRow): QueueStats {
+  const byStatus: Record<string, number> = Object.fromEntries(statuses.map((s) => [s, 0]));
+  Object.assign(byStatus, row.by_status ?? {});
+  return { byStatus, oldestRunnableAgeS: row.oldest_s };
+}
+
+/**
+ * A record's fields as a detail table's rows (`[field, value]`, a non-string value as JSON), e.g.
+ * the metadata an enrichment saved.
+ */
+export function fieldRows(record: Record<string, unknown>): [string, string][] {
+  return Object.entries(record).map((
+    [field, value],
+  ) => [field, typeof value === "string" ? value : JSON.stringify(value)]);
+}
+
+/** One chapter of a book as a detail table shows it: its position, title and HTML size (bytes). */
+export interface ChapterSize {
+  readonly position: number;
+  readonly title: string;
+  readonly bytes: number;
+}
+
+/** A book's chapters by position, as a detail table titled `title`. */
+export function chapterTable(title: string, chapters: readonly ChapterSize[]): JobDetail {
+  return {
+    title,
+    columns: ["#", "Chapter", "HTML bytes"],
+    rows: chapters.map((c) => [c.position, c.title, c.bytes]),
+  };
 }

@@ -2,7 +2,7 @@
  * HTTP pieces the two host-polled queues' routes share (queues/auto_publish/routes.ts,
  * queues/seo_backfill/routes.ts): id, token and limit schemas, the 400 that names the field, the
  * JSON content-type rule, 405 with `Allow`, 503 for an unreachable database, the answer to a
- * settle, and the operator's routes both have (list, bulk retry, cancel: {@linkcode hostJobRoutes}).
+ * settle. Their operator routes (list, bulk retry, cancel, read, retry) are lib/http/job_routes.ts's.
  *
  * @module
  */
@@ -11,19 +11,6 @@ import { createMiddleware } from "hono/factory";
 import { methodNotAllowed } from "hono/method-not-allowed";
 import { z } from "zod";
 import type { SettleOutcome } from "../claim_token.ts";
-import type { Logger } from "../log.ts";
-import type { BulkRetryOutcome, CancelOutcome, JobFilter, JobListPage } from "../queue.ts";
-import { describeRoute, zValidator } from "./openapi.ts";
-import {
-  BULK_RETRY_RESPONSES,
-  bulkRetryAnswer,
-  bulkRetryBody,
-  CANCEL_RESPONSES,
-  cancelAnswer,
-  decodeCursor,
-  listAnswer,
-  listQuery as operatorListQuery,
-} from "./list.ts";
 
 /** The id schemas are lib/http/ids.ts's, the one set every route uses. */
 import { id, idParam } from "./ids.ts";
@@ -60,15 +47,6 @@ export const storableObject = z.record(z.string(), z.unknown()).refine(
 export function count(max: number) {
   return z.union([z.number(), z.string().regex(/^\d{1,40}$/).transform(Number)])
     .pipe(z.number().int().min(1).max(max));
-}
-
-/**
- * Query of a list route: `?status=&q=&limit=&cursor=` as every queue's list takes it
- * (lib/http/list.ts), and `before` (an id: the `next` of the previous page), which the host
- * queues' lists took first.
- */
-export function listQuery<S extends readonly [string, ...string[]]>(statuses: S) {
-  return operatorListQuery(statuses).extend({ before: id.optional() });
 }
 
 interface Checked {
@@ -167,78 +145,4 @@ export function settleResponse<T extends { id: string; status: string }>(
     }, 409);
   }
   return c.json(outcome.job, 200);
-}
-
-/** What {@linkcode hostJobRoutes} needs of a host-polled queue: its own statements and words. */
-export interface HostJobRoutes<R extends { id: string; status: string | null }> {
-  /** The queue's name, for the bulk retry's log line. */
-  readonly name: string;
-  readonly log: Logger;
-  /** Its status names (the list's `status` filter). */
-  readonly statuses: readonly [string, ...string[]];
-  /** What the list and the bulk retry do, for the OpenAPI document. */
-  readonly listSummary: string;
-  readonly bulkRetrySummary: string;
-  /** A page of jobs, newest first (the queue's `list`). */
-  list(page: JobListPage): Promise<R[]>;
-  /** The queue's bulk retry, under its own rule. */
-  bulkRetry(filter: JobFilter, dryRun: boolean): Promise<BulkRetryOutcome>;
-  /** The queue's cancel: a Queued job → Failed; a Running one refused. */
-  cancel(id: string): Promise<CancelOutcome<R>>;
-}
-
-/**
- * The operator's routes both host-polled queues have, over each queue's own statements:
- * `GET /jobs` (keyset pages; `next` is the next page's `before`, as this list first answered),
- * `POST /jobs/retry` (bulk retry, `dry_run` counts first) and `POST /jobs/:id/cancel` (a
- * `Running` job is refused: its step may already have acted).
- */
-export function hostJobRoutes<R extends { id: string; status: string | null }>(
-  app: Hono,
-  queue: HostJobRoutes<R>,
-): void {
-  const listDoc = describeRoute({
-    summary: queue.listSummary,
-    responses: {
-      200: "`{ jobs, next_cursor, next }`: `next_cursor` is the `cursor` of the next page, " +
-        "`next` its `before` (both null on the last page)",
-    },
-  });
-  app.get("/jobs", listDoc, zValidator("query", listQuery(queue.statuses), invalid), async (c) => {
-    const { cursor, before, limit, ...filter } = c.req.valid("query");
-    const beforeId = (cursor ? decodeCursor(cursor) : null) ?? before;
-    const page = listAnswer(await queue.list({ ...filter, beforeId, limit: limit + 1 }), limit);
-    const next = page.next_cursor ? page.jobs[page.jobs.length - 1].id : null;
-    return c.json({ ...page, next });
-  });
-
-  const bulkDoc = describeRoute({
-    summary: queue.bulkRetrySummary,
-    responses: BULK_RETRY_RESPONSES,
-  });
-  app.post(
-    "/jobs/retry",
-    bulkDoc,
-    requireJson,
-    zValidator("json", bulkRetryBody, invalid),
-    async (c) => {
-      const { dry_run, ...filter } = c.req.valid("json");
-      const outcome = await queue.bulkRetry(filter, dry_run);
-      if (!dry_run) {
-        queue.log.info({ queue: queue.name, ...filter, retried: outcome.retried }, "bulk retry");
-      }
-      return bulkRetryAnswer(c, outcome, dry_run);
-    },
-  );
-
-  const cancelDoc = describeRoute({
-    summary:
-      "Admin cancel: a Queued job → Failed; a Running one is refused (its step may have acted)",
-    responses: CANCEL_RESPONSES,
-  });
-  const byId = zValidator("param", idParam, invalid);
-  app.post("/jobs/:id{[0-9]+}/cancel", cancelDoc, byId, async (c) => {
-    const jobId = c.req.valid("param").id;
-    return cancelAnswer(c, await queue.cancel(jobId), "job", jobId);
-  });
 }

@@ -31,10 +31,10 @@ import { describeRoute, zValidator } from "../../lib/http/openapi.ts";
 import { z } from "zod";
 import * as queue from "./mod.ts";
 import * as queueJobs from "./jobs.ts";
+import { jobRoutes } from "../../lib/http/job_routes.ts";
 import {
   claimKey,
   claimToken,
-  hostJobRoutes,
   hostRouter,
   id,
   idParam,
@@ -45,8 +45,6 @@ import {
   storableObject,
   storableText,
 } from "../../lib/http/claim_routes.ts";
-
-const STATUSES = ["Queued", "Running", "Completed", "Failed"] as const;
 
 // A settle's answers (lib/http/claim_routes.ts settleResponse).
 function settleDoc(summary: string) {
@@ -113,16 +111,59 @@ export function autoPublishRoutes(ctx: queue.AutoPublishContext): Hono {
     }
   });
 
-  hostJobRoutes(app, {
+  jobRoutes(app, {
     name: queue.name,
     log: ctx.log,
-    statuses: STATUSES,
-    listSummary: "A page of auto-publish jobs, newest first",
-    bulkRetrySummary:
-      "Bulk admin retry: the newest matching Failed job of each edition with none in flight",
-    list: (page) => queueJobs.list(ctx.sql, page),
-    bulkRetry: (filter, dryRun) => queueJobs.bulkRetry(ctx, filter, dryRun),
-    cancel: (jobId) => queueJobs.cancel(ctx, jobId),
+    statuses: queueJobs.STATUSES,
+    base: "/jobs",
+    idPattern: "{[0-9]+}",
+    noun: "job",
+    before: true,
+    list: {
+      summary: "A page of auto-publish jobs, newest first",
+      rows: (page) => queueJobs.list(ctx.sql, page),
+    },
+    bulkRetry: {
+      summary:
+        "Bulk admin retry: the newest matching Failed job of each edition with none in flight",
+      json: true,
+      run: (filter, dryRun) => queueJobs.bulkRetry(ctx, filter, dryRun),
+    },
+    cancel: {
+      summary:
+        "Admin cancel: a Queued job → Failed; a Running one is refused (its step may have acted)",
+      run: (jobId) => queueJobs.cancel(ctx, jobId),
+    },
+    read: {
+      summary: "Read an auto-publish job (never its claim token)",
+      run: (jobId) => queueJobs.getJob(ctx.sql, jobId),
+    },
+    retry: {
+      summary: "Admin retry: Failed → Queued, attempts reset, error and token cleared",
+      responses: {
+        200: "The job, now Queued",
+        404: "No such job",
+        409: "The job is not Failed, or its edition has another Queued or Running job",
+      },
+      run: async (jobId) => {
+        const retried = await queueJobs.retry(ctx, jobId);
+        switch (retried.outcome) {
+          case "retried":
+            return { outcome: "retried", job: retried.job };
+          case "absent":
+            return retried;
+          case "not_failed":
+            return { outcome: "refused", status: retried.job.status };
+          case "in_flight":
+            return {
+              outcome: "refused",
+              status: retried.job.status,
+              error: `Cannot retry job ${jobId}: edition ${retried.job.edition_id} already has ` +
+                "a Queued or Running auto-publish job",
+            };
+        }
+      },
+    },
   });
 
   const recoverDoc = describeRoute({
@@ -146,15 +187,6 @@ export function autoPublishRoutes(ctx: queue.AutoPublishContext): Hono {
       return c.json({ jobs: job ? [job] : [] });
     },
   );
-
-  const readDoc = describeRoute({
-    summary: "Read an auto-publish job (never its claim token)",
-    responses: { 200: "The job", 404: "No such job" },
-  });
-  app.get("/jobs/:id{[0-9]+}", readDoc, byId, async (c) => {
-    const job = await queueJobs.getJob(ctx.sql, c.req.valid("param").id);
-    return job ? c.json(job) : c.json({ error: "No such job" }, 404);
-  });
 
   app.post(
     "/jobs/:id{[0-9]+}/complete",
@@ -195,37 +227,6 @@ export function autoPublishRoutes(ctx: queue.AutoPublishContext): Hono {
       return settleResponse(c, outcome, "give back");
     },
   );
-
-  const retryDoc = describeRoute({
-    summary: "Admin retry: Failed → Queued, attempts reset, error and token cleared",
-    responses: {
-      200: "The job, now Queued",
-      404: "No such job",
-      409: "The job is not Failed, or its edition has another Queued or Running job",
-    },
-  });
-  app.post("/jobs/:id{[0-9]+}/retry", retryDoc, byId, async (c) => {
-    const jobId = c.req.valid("param").id;
-    const retried = await queueJobs.retry(ctx, jobId);
-    switch (retried.outcome) {
-      case "retried":
-        return c.json(retried.job);
-      case "absent":
-        return c.json({ error: "No such job" }, 404);
-      case "not_failed":
-        return c.json({
-          error:
-            `Cannot retry job ${jobId}: it is ${retried.job.status}; only Failed jobs can be retried`,
-          status: retried.job.status,
-        }, 409);
-      case "in_flight":
-        return c.json({
-          error: `Cannot retry job ${jobId}: edition ${retried.job.edition_id} already has a ` +
-            "Queued or Running auto-publish job",
-          status: retried.job.status,
-        }, 409);
-    }
-  });
 
   return app;
 }

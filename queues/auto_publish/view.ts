@@ -9,7 +9,7 @@
 import type { Sql } from "../../lib/db.ts";
 import type { JobDetail, QueueView, Throughput } from "../../lib/admin/queue_view.ts";
 import { BREAKER_FAILURES, BREAKER_WINDOW_H, name } from "./mod.ts";
-import { bulkRetry, cancel, getJob, list, retry, stats } from "./jobs.ts";
+import { bulkRetry, cancel, getJob, list, retry, stats, STATUSES } from "./jobs.ts";
 
 // finished_at is written by complete, fail and recover.
 async function throughput(sql: Sql, seconds: number): Promise<Throughput> {
@@ -50,7 +50,7 @@ export const autoPublishView: QueueView = {
   name,
   aliases: ["auto-publish"],
   consumer: "host",
-  statuses: ["Queued", "Running", "Completed", "Failed"],
+  statuses: STATUSES,
   stats,
   throughput,
   listJobs: list,

@@ -10,7 +10,6 @@ import { type EnrichmentStatus, type EnrichmentView, getJob, name } from "./mod.
 import { type Sql } from "../../lib/db.ts";
 import {
   BULK_RETRY_MAX,
-  bulkOutcome,
   type BulkRetryOutcome,
   CANCELLED,
   type CancelOutcome,
@@ -20,7 +19,22 @@ import {
   type QueueContext,
   type QueueStats,
 } from "../../lib/queue.ts";
-import { cancelJob } from "../../lib/control.ts";
+import {
+  bulkRetried,
+  type BulkRetryRow,
+  cancelJob,
+  publishCancelled,
+  type QueueControl,
+} from "../../lib/control.ts";
+import { statsOf, type StatsRow } from "../../lib/admin/queue_view.ts";
+
+/** The queue's statuses, in lifecycle order (its list's filter, its stats, its view). */
+export const STATUSES = [
+  "Pending",
+  "Running",
+  "Completed",
+  "Failed",
+] as const satisfies readonly EnrichmentStatus[];
 
 /** A book in the queue as the list route shows it (its id is the user book's). */
 export interface EnrichmentListRow {
@@ -75,13 +89,15 @@ export async function list(sql: Sql, page: JobListPage): Promise<EnrichmentListR
 export async function cancel(
   ctx: QueueContext,
   id: string,
-  requestCancel: (queue: string, id: string) => Promise<void>,
+  control: Pick<QueueControl, "requestCancel">,
 ): Promise<CancelOutcome<EnrichmentView>> {
   const read = async () => {
     const job = await getJob(ctx, id);
     return job?.status ? job : null; // a book not in the queue has no enrichment to cancel
   };
   return await cancelJob({
+    queue: name,
+    id,
     cancelRunnable: async () => {
       const rows = await ctx.sql`
         update user_books
@@ -90,19 +106,13 @@ export async function cancel(
         where id = ${id} and metadata_enrichment_status = 'Pending'`;
       if (rows.count === 0) return null;
       const job = await getJob(ctx, id);
-      ctx.events.publish({
-        queue: name,
-        id,
-        transition: "cancelled",
-        status: "Failed",
-        attempt: job?.attempt_count ?? 0,
-        error: CANCELLED,
-      });
+      // Published here, not by cancelJob: also when the book is gone by the read (attempt 0).
+      publishCancelled(ctx.events, name, id, job?.attempt_count ?? 0);
       return job;
     },
     read,
     running: "Running",
-    requestCancel: () => requestCancel(name, id),
+    requestCancel: () => control.requestCancel(name, id),
   });
 }
 
@@ -119,7 +129,7 @@ export async function bulkRetry(
   dryRun: boolean,
 ): Promise<BulkRetryOutcome> {
   const only = filtered(ctx.sql, { ...filter, status: "Failed" });
-  const [row] = await ctx.sql<{ matched: number; ids: string[] }[]>`
+  const [row] = await ctx.sql<BulkRetryRow[]>`
     with matched as (
       select count(*)::int as n from (
         select from user_books where true ${only} limit ${BULK_RETRY_MAX + 1}) m
@@ -141,10 +151,7 @@ export async function bulkRetry(
     )
     select (select n from matched) as matched,
            coalesce((select json_agg(id::text) from retried), '[]'::json) as ids`;
-  for (const id of row.ids) {
-    ctx.events.publish({ queue: name, id, transition: "retried", status: "Pending", attempt: 0 });
-  }
-  return bulkOutcome(row.matched, row.ids, dryRun);
+  return bulkRetried(ctx.events, name, row, dryRun, "Pending");
 }
 
 /**
@@ -154,23 +161,14 @@ export async function bulkRetry(
  * @returns every status, 0 when it has no rows; ages in seconds.
  */
 export async function stats(sql: Sql): Promise<QueueStats> {
-  const [row] = await sql<
-    { by_status: Record<string, number> | null; oldest_s: number | null }[]
-  >`
+  const [row] = await sql<StatsRow[]>`
     select
       (select jsonb_object_agg(s, n) from (
         select metadata_enrichment_status as s, count(*)::int as n from user_books
         where metadata_enrichment_status is not null group by 1) s) as by_status,
       (select extract(epoch from now() - min(updated_at))::float8 from user_books
         where metadata_enrichment_status = 'Pending') as oldest_s`;
-  const byStatus: Record<EnrichmentStatus, number> = {
-    Pending: 0,
-    Running: 0,
-    Completed: 0,
-    Failed: 0,
-  };
-  Object.assign(byStatus, row.by_status ?? {});
-  return { byStatus, oldestRunnableAgeS: row.oldest_s };
+  return statsOf(STATUSES, row);
 }
 
 // --- The consumer's verbs ---

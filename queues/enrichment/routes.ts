@@ -16,27 +16,11 @@
  * @module
  */
 import { Hono } from "hono";
-import { describeRoute, zValidator } from "../../lib/http/openapi.ts";
-import { invalid } from "../../lib/http/claim_routes.ts";
-import { z } from "zod";
-import { getJob, retry } from "./mod.ts";
-import { bulkRetry, cancel, list } from "./jobs.ts";
+import { jobRoutes } from "../../lib/http/job_routes.ts";
+import { getJob, name, retry } from "./mod.ts";
+import { bulkRetry, cancel, list, STATUSES } from "./jobs.ts";
 import type { QueueContext } from "../../lib/queue.ts";
 import type { QueueControl } from "../../lib/control.ts";
-import {
-  BULK_RETRY_RESPONSES,
-  bulkRetryAnswer,
-  bulkRetryBody,
-  CANCEL_RESPONSES,
-  cancelAnswer,
-  decodeCursor,
-  LIST_RESPONSES,
-  listAnswer,
-  listQuery,
-  pathId,
-} from "../../lib/http/list.ts";
-
-const id = pathId;
 
 /**
  * Build the enrichment routes.
@@ -51,81 +35,46 @@ export function enrichmentRoutes(
 ): Hono {
   const app = new Hono();
 
-  const query = listQuery(["Pending", "Running", "Completed", "Failed"]);
-  app.get(
-    "/",
-    describeRoute({
+  jobRoutes(app, {
+    name,
+    log: ctx.log,
+    statuses: STATUSES,
+    base: "",
+    noun: "enrichment of user book",
+    list: {
       summary: "List the books in the enrichment queue, newest first, by status and title",
-      responses: LIST_RESPONSES,
-    }),
-    zValidator("query", query, invalid),
-    async (c) => {
-      const { cursor, limit, ...filter } = c.req.valid("query");
-      const beforeId = cursor ? decodeCursor(cursor) ?? undefined : undefined;
-      const rows = await list(ctx.sql, { ...filter, beforeId, limit: limit + 1 });
-      return c.json(listAnswer(rows, limit));
+      rows: (page) => list(ctx.sql, page),
     },
-  );
-
-  app.post(
-    "/retry",
-    describeRoute({
+    bulkRetry: {
       summary: "Bulk admin retry: every Failed enrichment matching the filter → Pending",
-      responses: BULK_RETRY_RESPONSES,
-    }),
-    zValidator("json", bulkRetryBody, invalid),
-    async (c) => {
-      const { dry_run, ...filter } = c.req.valid("json");
-      const outcome = await bulkRetry(ctx, filter, dry_run);
-      if (!dry_run) {
-        ctx.log.info({ queue: "enrichment", ...filter, retried: outcome.retried }, "bulk retry");
-      }
-      return bulkRetryAnswer(c, outcome, dry_run);
+      run: (filter, dryRun) => bulkRetry(ctx, filter, dryRun),
     },
-  );
-
-  app.post(
-    "/:id/cancel",
-    describeRoute({
+    cancel: {
       summary: "Admin cancel of a book's enrichment: Pending → Failed; a Running one is stopped",
-      responses: CANCEL_RESPONSES,
-    }),
-    zValidator("param", z.object({ id }), invalid),
-    async (c) => {
-      const bookId = c.req.valid("param").id;
-      const outcome = await cancel(ctx, bookId, (q, i) => control.requestCancel(q, i));
-      return cancelAnswer(c, outcome, "enrichment of user book", bookId);
+      run: (bookId) => cancel(ctx, bookId, control),
     },
-  );
-  app.post(
-    "/:id/retry",
-    describeRoute({
+    retry: {
       summary: "Admin retry of a user book's enrichment: Failed → Pending, attempts reset",
       responses: {
         200: "The book's enrichment, now Pending",
         404: "No such user book",
         409: "The enrichment is not Failed",
       },
-    }),
-    zValidator("param", z.object({ id }), (result) => {
-      if (result.success) return undefined;
-      return Response.json({ error: `Invalid id: ${result.error.issues[0].message}` }, {
-        status: 400,
-      });
-    }),
-    async (c) => {
-      const bookId = c.req.valid("param").id;
-      const retried = await retry(ctx, bookId);
-      if (retried) return c.json(retried);
-      const current = await getJob(ctx, bookId);
-      if (!current) return c.json({ error: "No such user book" }, 404);
-      return c.json({
-        error: `Cannot retry the enrichment of user book ${bookId}: it is ${
-          current.status ?? "not started"
-        }; only Failed enrichments can be retried`,
-        status: current.status,
-      }, 409);
+      noun: "user book",
+      run: async (bookId) => {
+        const retried = await retry(ctx, bookId);
+        if (retried) return { outcome: "retried", job: retried };
+        const current = await getJob(ctx, bookId);
+        if (!current) return { outcome: "absent" };
+        return {
+          outcome: "refused",
+          status: current.status,
+          error: `Cannot retry the enrichment of user book ${bookId}: it is ${
+            current.status ?? "not started"
+          }; only Failed enrichments can be retried`,
+        };
+      },
     },
-  );
+  });
   return app;
 }

@@ -7,6 +7,7 @@
  */
 import type { Sql } from "../../lib/db.ts";
 import {
+  fieldRows,
   type JobDetail,
   type QueueView,
   retryOutcome,
@@ -14,7 +15,7 @@ import {
 } from "../../lib/admin/queue_view.ts";
 import { Counter, type Registry } from "prom-client";
 import { name, retry, tokensUsed, type TokenTally } from "./mod.ts";
-import { bulkRetry, cancel, list, stats } from "./jobs.ts";
+import { bulkRetry, cancel, list, stats, STATUSES } from "./jobs.ts";
 
 // The queue's own columns under their plain names (status, attempt_count, error, …), so the job
 // page reads like every other queue's; null for a book that is not in the queue.
@@ -48,9 +49,7 @@ async function details(sql: Sql, job: Record<string, unknown>): Promise<JobDetai
   return [{
     title: "Metadata",
     columns: ["Field", "Value"],
-    rows: Object.entries(row?.metadata ?? {}).map((
-      [field, value],
-    ) => [field, typeof value === "string" ? value : JSON.stringify(value)]),
+    rows: fieldRows(row?.metadata ?? {}),
   }];
 }
 
@@ -90,13 +89,13 @@ export function tokenMetrics(registry: Registry, prefix: string, tally: TokenTal
 export const enrichmentView: QueueView = {
   name,
   consumer: "worker",
-  statuses: ["Pending", "Running", "Completed", "Failed"],
+  statuses: STATUSES,
   stats,
   throughput,
   listJobs: list,
   getJob,
   retry: async (ctx, id) => retryOutcome((await retry(ctx, id)) !== null),
-  cancel: (ctx, id, control) => cancel(ctx, id, (q, i) => control.requestCancel(q, i)),
+  cancel,
   bulkRetry,
   details,
   metrics: (registry, prefix) => tokenMetrics(registry, prefix),

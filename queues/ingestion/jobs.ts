@@ -10,7 +10,6 @@ import { type IngestionJobRow, type IngestionListRow, type IngestionStatus, name
 import { type Sql } from "../../lib/db.ts";
 import {
   BULK_RETRY_MAX,
-  bulkOutcome,
   type BulkRetryOutcome,
   CANCELLED,
   type CancelOutcome,
@@ -20,7 +19,22 @@ import {
   type QueueContext,
   type QueueStats,
 } from "../../lib/queue.ts";
-import { cancelJob } from "../../lib/control.ts";
+import {
+  bulkRetried,
+  type BulkRetryRow,
+  cancelJob,
+  publishRetried,
+  type QueueControl,
+} from "../../lib/control.ts";
+import { statsOf, type StatsRow } from "../../lib/admin/queue_view.ts";
+
+/** The queue's statuses, in lifecycle order (its list's filter, its stats, its view). */
+export const STATUSES = [
+  "Queued",
+  "Processing",
+  "Completed",
+  "Failed",
+] as const satisfies readonly IngestionStatus[];
 
 /**
  * Insert a `Queued` job; its commit NOTIFYs the consumer.
@@ -42,7 +56,10 @@ export async function enqueue(
 }
 
 /** Read one job; null when no row has that id. */
-export async function getJob(ctx: QueueContext, id: string): Promise<IngestionJobRow | null> {
+export async function getJob(
+  ctx: Pick<QueueContext, "sql">,
+  id: string,
+): Promise<IngestionJobRow | null> {
   const [row] = await ctx.sql<IngestionJobRow[]>`select * from ingestion_jobs where id = ${id}`;
   return row ?? null;
 }
@@ -67,9 +84,7 @@ export async function retry(ctx: QueueContext, id: string): Promise<IngestionJob
         run_after = now(), finished_at = null, updated_at = now()
     where id = ${id} and status = 'Failed'
     returning *`;
-  if (row) {
-    ctx.events.publish({ queue: name, id, transition: "retried", status: "Queued", attempt: 0 });
-  }
+  if (row) publishRetried(ctx.events, name, id);
   return row ?? null;
 }
 
@@ -110,35 +125,28 @@ export async function list(sql: Sql, page: JobListPage): Promise<IngestionListRo
  * one is asked to stop (`requestCancel`, lib/control.ts) and, once its run has stopped, settled
  * by {@linkcode cancelRun}. A retry brings either back.
  *
- * @param requestCancel sends the request to the instance running the job.
+ * @param control where the request goes: the instance running the job (lib/control.ts).
  */
 export async function cancel(
   ctx: QueueContext,
   id: string,
-  requestCancel: (queue: string, id: string) => Promise<void>,
+  control: Pick<QueueControl, "requestCancel">,
 ): Promise<CancelOutcome<IngestionJobRow>> {
   return await cancelJob({
+    queue: name,
+    id,
+    events: ctx.events,
     cancelRunnable: async () => {
       const [row] = await ctx.sql<IngestionJobRow[]>`
         update ingestion_jobs
         set status = 'Failed', error = ${CANCELLED}, finished_at = now(), updated_at = now()
         where id = ${id} and status = 'Queued'
         returning *`;
-      if (row) {
-        ctx.events.publish({
-          queue: name,
-          id,
-          transition: "cancelled",
-          status: "Failed",
-          attempt: row.attempt_count,
-          error: CANCELLED,
-        });
-      }
       return row ?? null;
     },
     read: () => getJob(ctx, id),
     running: "Processing",
-    requestCancel: () => requestCancel(name, id),
+    requestCancel: () => control.requestCancel(name, id),
   });
 }
 
@@ -155,7 +163,7 @@ export async function bulkRetry(
   dryRun: boolean,
 ): Promise<BulkRetryOutcome> {
   const only = filtered(ctx.sql, { ...filter, status: "Failed" });
-  const [row] = await ctx.sql<{ matched: number; ids: string[] }[]>`
+  const [row] = await ctx.sql<BulkRetryRow[]>`
     with matched as (
       select count(*)::int as n from (
         select from ingestion_jobs j where true ${only} limit ${BULK_RETRY_MAX + 1}) m
@@ -174,10 +182,7 @@ export async function bulkRetry(
     )
     select (select n from matched) as matched,
            coalesce((select json_agg(id::text) from retried), '[]'::json) as ids`;
-  for (const id of row.ids) {
-    ctx.events.publish({ queue: name, id, transition: "retried", status: "Queued", attempt: 0 });
-  }
-  return bulkOutcome(row.matched, row.ids, dryRun);
+  return bulkRetried(ctx.events, name, row, dryRun);
 }
 
 /**
@@ -187,22 +192,13 @@ export async function bulkRetry(
  * @returns every status, 0 when it has no rows; ages in seconds.
  */
 export async function stats(sql: Sql): Promise<QueueStats> {
-  const [row] = await sql<
-    { by_status: Record<string, number> | null; oldest_s: number | null }[]
-  >`
+  const [row] = await sql<StatsRow[]>`
     select
       (select jsonb_object_agg(status, n) from (
         select status, count(*)::int as n from ingestion_jobs group by status) s) as by_status,
       (select extract(epoch from now() - min(run_after))::float8 from ingestion_jobs
         where status = 'Queued' and run_after <= now()) as oldest_s`;
-  const byStatus: Record<IngestionStatus, number> = {
-    Queued: 0,
-    Processing: 0,
-    Completed: 0,
-    Failed: 0,
-  };
-  Object.assign(byStatus, row.by_status ?? {});
-  return { byStatus, oldestRunnableAgeS: row.oldest_s };
+  return statsOf(STATUSES, row);
 }
 
 // --- The consumer's verbs ---

@@ -19,24 +19,22 @@
  * @module
  */
 import { Hono } from "hono";
-import { createMiddleware } from "hono/factory";
 import { describeRoute, zValidator } from "../../lib/http/openapi.ts";
-import { invalid } from "../../lib/http/claim_routes.ts";
+import { invalid, requireJson } from "../../lib/http/claim_routes.ts";
+import { jobRoutes } from "../../lib/http/job_routes.ts";
 import { z } from "zod";
-import { type IngestionContext } from "./mod.ts";
-import { bulkRetry, cancel, editionExists, enqueue, getJob, list, retry } from "./jobs.ts";
+import { type IngestionContext, name } from "./mod.ts";
 import {
-  BULK_RETRY_RESPONSES,
-  bulkRetryAnswer,
-  bulkRetryBody,
-  CANCEL_RESPONSES,
-  cancelAnswer,
-  decodeCursor,
-  LIST_RESPONSES,
-  listAnswer,
-  listQuery,
-  pathId,
-} from "../../lib/http/list.ts";
+  bulkRetry,
+  cancel,
+  editionExists,
+  enqueue,
+  getJob,
+  list,
+  retry,
+  STATUSES,
+} from "./jobs.ts";
+import { pathId } from "../../lib/http/list.ts";
 import type { QueueControl } from "../../lib/control.ts";
 import { readEditionSummary } from "./_fidelity.ts";
 import { resolveSourceFile, resolveSourcePath } from "../../books/source_path.ts";
@@ -46,15 +44,6 @@ const id = pathId;
 const enqueueBody = z.strictObject({
   source_path: z.string().min(1).max(4096),
   edition_id: z.union([id, z.number().int().positive().transform(String)]).optional(),
-});
-
-// Without this, a body sent as text/plain would be read as `{}` and the error would blame a
-// missing field instead of the header.
-const requireJson = createMiddleware(async (c, next) => {
-  if (!/^application\/([\w.+-]*\+)?json\b/i.test(c.req.header("content-type") ?? "")) {
-    return c.json({ error: "Expected Content-Type: application/json" }, 415);
-  }
-  return await next();
 });
 
 /**
@@ -70,37 +59,47 @@ export function ingestionRoutes(
 ): Hono {
   const app = new Hono();
 
-  const listDoc = describeRoute({
-    summary: "List ingestion jobs, newest first, by status and source path or edition",
-    responses: LIST_RESPONSES,
-  });
-  const query = listQuery(["Queued", "Processing", "Completed", "Failed"]);
-  app.get("/jobs", listDoc, zValidator("query", query, invalid), async (c) => {
-    const { cursor, limit, ...filter } = c.req.valid("query");
-    const beforeId = cursor ? decodeCursor(cursor) ?? undefined : undefined;
-    return c.json(
-      listAnswer(await list(ctx.sql, { ...filter, beforeId, limit: limit + 1 }), limit),
-    );
-  });
-
-  const bulkDoc = describeRoute({
-    summary: "Bulk admin retry: every Failed job matching the filter → Queued (at most 10,000)",
-    responses: BULK_RETRY_RESPONSES,
-  });
-  app.post(
-    "/jobs/retry",
-    bulkDoc,
-    requireJson,
-    zValidator("json", bulkRetryBody, invalid),
-    async (c) => {
-      const { dry_run, ...filter } = c.req.valid("json");
-      const outcome = await bulkRetry(ctx, filter, dry_run);
-      if (!dry_run) {
-        ctx.log.info({ queue: "ingestion", ...filter, retried: outcome.retried }, "bulk retry");
-      }
-      return bulkRetryAnswer(c, outcome, dry_run);
+  jobRoutes(app, {
+    name,
+    log: ctx.log,
+    statuses: STATUSES,
+    base: "/jobs",
+    noun: "ingestion job",
+    list: {
+      summary: "List ingestion jobs, newest first, by status and source path or edition",
+      rows: (page) => list(ctx.sql, page),
     },
-  );
+    bulkRetry: {
+      summary: "Bulk admin retry: every Failed job matching the filter → Queued (at most 10,000)",
+      json: true,
+      run: (filter, dryRun) => bulkRetry(ctx, filter, dryRun),
+    },
+    cancel: {
+      summary:
+        "Admin cancel: a Queued job → Failed; a Processing job's run is stopped, then Failed",
+      run: (jobId) => cancel(ctx, jobId, control),
+    },
+    read: {
+      summary: "Read an ingestion job, with its edition summary once it has one",
+      responses: { 200: "The job and `edition` (null before it has one)", 404: "No such job" },
+      run: async (jobId) => {
+        const job = await getJob(ctx, jobId);
+        if (!job) return null;
+        // The edition as the job left it: what a reader will see, and what was imperfect.
+        const edition = job.edition_id ? await readEditionSummary(ctx.sql, job.edition_id) : null;
+        return { ...job, edition };
+      },
+    },
+    retry: {
+      summary: "Admin retry: Failed → Queued, attempts reset, error cleared",
+      run: async (jobId) => {
+        const job = await retry(ctx, jobId);
+        if (job) return { outcome: "retried", job };
+        const current = await getJob(ctx, jobId);
+        return current ? { outcome: "refused", status: current.status } : { outcome: "absent" };
+      },
+    },
+  });
 
   const enqueueDoc = describeRoute({
     summary: "Enqueue a book file for ingestion",
@@ -138,55 +137,6 @@ export function ingestionRoutes(
         return c.json({ error: `Cannot re-ingest edition ${editionId}: no such edition` }, 400);
       }
       return c.json(await enqueue(ctx, sourcePath, editionId), 201);
-    },
-  );
-
-  const readDoc = describeRoute({
-    summary: "Read an ingestion job, with its edition summary once it has one",
-    responses: { 200: "The job and `edition` (null before it has one)", 404: "No such job" },
-  });
-  app.get("/jobs/:id", readDoc, zValidator("param", z.object({ id }), invalid), async (c) => {
-    const job = await getJob(ctx, c.req.valid("param").id);
-    if (!job) return c.json({ error: "No such ingestion job" }, 404);
-    // The edition as the job left it: what a reader will see, and what was imperfect.
-    const edition = job.edition_id ? await readEditionSummary(ctx.sql, job.edition_id) : null;
-    return c.json({ ...job, edition });
-  });
-
-  const retryDoc = describeRoute({
-    summary: "Admin retry: Failed → Queued, attempts reset, error cleared",
-    responses: { 200: "The job, now Queued", 404: "No such job", 409: "The job is not Failed" },
-  });
-  app.post(
-    "/jobs/:id/retry",
-    retryDoc,
-    zValidator("param", z.object({ id }), invalid),
-    async (c) => {
-      const jobId = c.req.valid("param").id;
-      const job = await retry(ctx, jobId);
-      if (job) return c.json(job);
-      const current = await getJob(ctx, jobId);
-      if (!current) return c.json({ error: "No such ingestion job" }, 404);
-      return c.json({
-        error:
-          `Cannot retry job ${jobId}: it is ${current.status}; only Failed jobs can be retried`,
-        status: current.status,
-      }, 409);
-    },
-  );
-
-  const cancelDoc = describeRoute({
-    summary: "Admin cancel: a Queued job → Failed; a Processing job's run is stopped, then Failed",
-    responses: CANCEL_RESPONSES,
-  });
-  app.post(
-    "/jobs/:id/cancel",
-    cancelDoc,
-    zValidator("param", z.object({ id }), invalid),
-    async (c) => {
-      const jobId = c.req.valid("param").id;
-      const outcome = await cancel(ctx, jobId, (queue, id) => control.requestCancel(queue, id));
-      return cancelAnswer(c, outcome, "ingestion job", jobId);
     },
   );
 

@@ -7,18 +7,15 @@
  */
 import type { Sql } from "../../lib/db.ts";
 import {
+  type ChapterSize,
+  chapterTable,
   type JobDetail,
   type QueueView,
   retryOutcome,
   type Throughput,
 } from "../../lib/admin/queue_view.ts";
 import { name } from "./mod.ts";
-import { bulkRetry, cancel, list, retry, stats } from "./jobs.ts";
-
-async function getJob(sql: Sql, id: string): Promise<Record<string, unknown> | null> {
-  const [row] = await sql<Record<string, unknown>[]>`select * from ingestion_jobs where id = ${id}`;
-  return row ?? null;
-}
+import { bulkRetry, cancel, getJob, list, retry, stats, STATUSES } from "./jobs.ts";
 
 // finished_at is written by every settle to Completed or Failed; the count runs in the
 // background cacher (lib/admin/stats_cache.ts), never per request.
@@ -47,16 +44,13 @@ async function details(sql: Sql, job: Record<string, unknown>): Promise<JobDetai
   >`
     select title, format, asset_version, language, warnings from editions where id = ${editionId}`;
   if (!edition) return [];
-  const chapters = await sql<{ position: number; title: string; bytes: number }[]>`
+  const chapters = await sql<ChapterSize[]>`
     select position, title, octet_length(html) as bytes
     from chapters where edition_id = ${editionId} order by position`;
-  return [{
-    title: `Edition ${editionId}: ${edition.title} (${edition.format}, ${
-      edition.language ?? "language unknown"
-    }, assets v${edition.asset_version})`,
-    columns: ["#", "Chapter", "HTML bytes"],
-    rows: chapters.map((c) => [c.position, c.title, c.bytes]),
-  }, {
+  const title = `Edition ${editionId}: ${edition.title} (${edition.format}, ${
+    edition.language ?? "language unknown"
+  }, assets v${edition.asset_version})`;
+  return [chapterTable(title, chapters), {
     title: "Warnings",
     columns: ["Kind", "Message"],
     rows: edition.warnings.map((w) => [w.kind, w.message]),
@@ -67,13 +61,14 @@ async function details(sql: Sql, job: Record<string, unknown>): Promise<JobDetai
 export const ingestionView: QueueView = {
   name,
   consumer: "worker",
-  statuses: ["Queued", "Processing", "Completed", "Failed"],
+  statuses: STATUSES,
   stats,
   throughput,
   listJobs: list,
-  getJob,
+  // The queue's own read (every column).
+  getJob: async (sql, id) => await getJob({ sql }, id) as Record<string, unknown> | null,
   retry: async (ctx, id) => retryOutcome((await retry(ctx, id)) !== null),
-  cancel: (ctx, id, control) => cancel(ctx, id, (q, i) => control.requestCancel(q, i)),
+  cancel,
   bulkRetry,
   details,
 };

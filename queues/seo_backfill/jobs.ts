@@ -10,7 +10,6 @@ import { COLUMNS, name, publish, type SeoContext, type SeoJobRow, type SeoStatus
 import type { Sql, TxSql } from "../../lib/db.ts";
 import {
   BULK_RETRY_MAX,
-  bulkOutcome,
   type BulkRetryOutcome,
   CANCELLED,
   type CancelOutcome,
@@ -19,7 +18,16 @@ import {
   type JobListPage,
   type QueueStats,
 } from "../../lib/queue.ts";
-import { cancelJob } from "../../lib/control.ts";
+import { bulkRetried, type BulkRetryRow, cancelJob } from "../../lib/control.ts";
+import { statsOf, type StatsRow } from "../../lib/admin/queue_view.ts";
+
+/** The queue's statuses, in lifecycle order (its list's filter, its stats, its view). */
+export const STATUSES = [
+  "Queued",
+  "Running",
+  "Completed",
+  "Failed",
+] as const satisfies readonly SeoStatus[];
 
 /**
  * Queue an SEO job for an edition.
@@ -84,13 +92,15 @@ export async function cancel(
   id: string,
 ): Promise<CancelOutcome<SeoJobRow>> {
   return await cancelJob({
+    queue: name,
+    id,
+    events: ctx.events,
     cancelRunnable: async () => {
       const [row] = await ctx.sql<SeoJobRow[]>`
         update seo_backfill_jobs
         set status = 'Failed', error = ${CANCELLED}, finished_at = now(), updated_at = now()
         where id = ${id} and status = 'Queued'
         returning ${ctx.sql(COLUMNS)}`;
-      if (row) publish(ctx, row, "cancelled");
       return row ?? null;
     },
     read: () => getJob(ctx.sql, id),
@@ -111,7 +121,7 @@ export async function bulkRetry(
   dryRun: boolean,
 ): Promise<BulkRetryOutcome> {
   const only = filtered(ctx.sql, { ...filter, status: "Failed" });
-  const [row] = await ctx.sql<{ matched: number; ids: string[] }[]>`
+  const [row] = await ctx.sql<BulkRetryRow[]>`
     with matched as (
       select count(*)::int as n from (
         select from seo_backfill_jobs j left join editions e on e.id = j.edition_id
@@ -131,10 +141,7 @@ export async function bulkRetry(
     )
     select (select n from matched) as matched,
            coalesce((select json_agg(id::text) from retried), '[]'::json) as ids`;
-  for (const id of row.ids) {
-    ctx.events.publish({ queue: name, id, transition: "retried", status: "Queued", attempt: 0 });
-  }
-  return bulkOutcome(row.matched, row.ids, dryRun);
+  return bulkRetried(ctx.events, name, row, dryRun);
 }
 
 /**
@@ -166,15 +173,13 @@ export async function retry(
  * @returns every status, 0 when it has no rows; age in seconds (null when none is queued).
  */
 export async function stats(sql: Sql): Promise<QueueStats> {
-  const [row] = await sql<{ by_status: Record<string, number> | null; oldest_s: number | null }[]>`
+  const [row] = await sql<StatsRow[]>`
     select
       (select jsonb_object_agg(status, n) from (
         select status, count(*)::int as n from seo_backfill_jobs group by status) s) as by_status,
       (select extract(epoch from now() - min(created_at))::float8 from seo_backfill_jobs
         where status = 'Queued') as oldest_s`;
-  const byStatus: Record<SeoStatus, number> = { Queued: 0, Running: 0, Completed: 0, Failed: 0 };
-  Object.assign(byStatus, row.by_status ?? {});
-  return { byStatus, oldestRunnableAgeS: row.oldest_s };
+  return statsOf(STATUSES, row);
 }
 
 // --- The claim API's verbs ---

@@ -32,11 +32,11 @@ import { describeRoute, zValidator } from "../../lib/http/openapi.ts";
 import { z } from "zod";
 import * as queue from "./mod.ts";
 import * as queueJobs from "./jobs.ts";
+import { jobRoutes } from "../../lib/http/job_routes.ts";
 import {
   claimKey,
   claimToken,
   count,
-  hostJobRoutes,
   hostRouter,
   id,
   idParam,
@@ -46,8 +46,6 @@ import {
   settleResponse,
   storableText,
 } from "../../lib/http/claim_routes.ts";
-
-const STATUSES = ["Queued", "Running", "Completed", "Failed"] as const;
 
 // A settle's answers (lib/http/claim_routes.ts settleResponse).
 function settleDoc(summary: string) {
@@ -101,16 +99,41 @@ export function seoRoutes(ctx: queue.SeoContext): Hono {
     return job ? c.json(job, 201) : c.json({ error: `No such edition ${editionId}` }, 404);
   });
 
-  hostJobRoutes(app, {
+  jobRoutes(app, {
     name: queue.name,
     log: ctx.log,
-    statuses: STATUSES,
-    listSummary: "A page of SEO jobs, newest first",
-    bulkRetrySummary:
-      "Bulk admin retry: every Failed job matching the filter → Queued (at most 10,000)",
-    list: (page) => queueJobs.list(ctx.sql, page),
-    bulkRetry: (filter, dryRun) => queueJobs.bulkRetry(ctx, filter, dryRun),
-    cancel: (jobId) => queueJobs.cancel(ctx, jobId),
+    statuses: queueJobs.STATUSES,
+    base: "/jobs",
+    idPattern: "{[0-9]+}",
+    noun: "job",
+    before: true,
+    list: {
+      summary: "A page of SEO jobs, newest first",
+      rows: (page) => queueJobs.list(ctx.sql, page),
+    },
+    bulkRetry: {
+      summary: "Bulk admin retry: every Failed job matching the filter → Queued (at most 10,000)",
+      json: true,
+      run: (filter, dryRun) => queueJobs.bulkRetry(ctx, filter, dryRun),
+    },
+    cancel: {
+      summary:
+        "Admin cancel: a Queued job → Failed; a Running one is refused (its step may have acted)",
+      run: (jobId) => queueJobs.cancel(ctx, jobId),
+    },
+    read: {
+      summary: "Read an SEO job (never its claim token)",
+      run: (jobId) => queueJobs.getJob(ctx.sql, jobId),
+    },
+    retry: {
+      summary: "Admin retry: Failed → Queued, attempts reset, error and token cleared",
+      run: async (jobId) => {
+        const retried = await queueJobs.retry(ctx, jobId);
+        if (retried.outcome === "absent") return retried;
+        if (retried.outcome === "retried") return { outcome: "retried", job: retried.job };
+        return { outcome: "refused", status: retried.job.status };
+      },
+    },
   });
 
   const claimDoc = describeRoute({
@@ -174,15 +197,6 @@ export function seoRoutes(ctx: queue.SeoContext): Hono {
     },
   );
 
-  const readDoc = describeRoute({
-    summary: "Read an SEO job (never its claim token)",
-    responses: { 200: "The job", 404: "No such job" },
-  });
-  app.get("/jobs/:id{[0-9]+}", readDoc, byId, async (c) => {
-    const job = await queueJobs.getJob(ctx.sql, c.req.valid("param").id);
-    return job ? c.json(job) : c.json({ error: "No such job" }, 404);
-  });
-
   app.post(
     "/jobs/:id{[0-9]+}/complete",
     settleDoc("Complete a claimed job and apply its SEO fields (BeforeSnapshot taken once)"),
@@ -222,22 +236,6 @@ export function seoRoutes(ctx: queue.SeoContext): Hono {
       return settleResponse(c, outcome, "give back");
     },
   );
-
-  const retryDoc = describeRoute({
-    summary: "Admin retry: Failed → Queued, attempts reset, error and token cleared",
-    responses: { 200: "The job, now Queued", 404: "No such job", 409: "The job is not Failed" },
-  });
-  app.post("/jobs/:id{[0-9]+}/retry", retryDoc, byId, async (c) => {
-    const jobId = c.req.valid("param").id;
-    const retried = await queueJobs.retry(ctx, jobId);
-    if (retried.outcome === "retried") return c.json(retried.job);
-    if (retried.outcome === "absent") return c.json({ error: "No such job" }, 404);
-    return c.json({
-      error:
-        `Cannot retry job ${jobId}: it is ${retried.job.status}; only Failed jobs can be retried`,
-      status: retried.job.status,
-    }, 409);
-  });
 
   const revertDoc = describeRoute({
     summary: "Restore an edition's SEO fields from its BeforeSnapshot (then dropped)",

@@ -7,13 +7,14 @@
  */
 import type { Sql } from "../../lib/db.ts";
 import {
+  fieldRows,
   type JobDetail,
   type QueueView,
   retryOutcome,
   type Throughput,
 } from "../../lib/admin/queue_view.ts";
 import { name } from "./mod.ts";
-import { bulkRetry, cancel, getJob, list, retry, stats } from "./jobs.ts";
+import { bulkRetry, cancel, getJob, list, retry, stats, STATUSES } from "./jobs.ts";
 
 // finished_at is written by complete, fail and the stale sweep.
 async function throughput(sql: Sql, seconds: number): Promise<Throughput> {
@@ -31,9 +32,7 @@ function details(_sql: Sql, job: Record<string, unknown>): Promise<JobDetail[]> 
   return Promise.resolve([{
     title: "SEO fields applied",
     columns: ["Field", "Value"],
-    rows: Object.entries(result).map((
-      [field, value],
-    ) => [field, typeof value === "string" ? value : JSON.stringify(value)]),
+    rows: fieldRows(result),
   }]);
 }
 
@@ -42,7 +41,7 @@ export const seoView: QueueView = {
   name,
   aliases: ["seo"],
   consumer: "host",
-  statuses: ["Queued", "Running", "Completed", "Failed"],
+  statuses: STATUSES,
   stats,
   throughput,
   listJobs: list,

@@ -10,7 +10,6 @@ import { name, type SsgJobRow, type SsgListRow, type SsgStatus } from "./mod.ts"
 import { type Sql, type TxSql } from "../../lib/db.ts";
 import {
   BULK_RETRY_MAX,
-  bulkOutcome,
   type BulkRetryOutcome,
   CANCELLED,
   type CancelOutcome,
@@ -20,7 +19,22 @@ import {
   type QueueContext,
   type QueueStats,
 } from "../../lib/queue.ts";
-import { cancelJob } from "../../lib/control.ts";
+import {
+  bulkRetried,
+  type BulkRetryRow,
+  cancelJob,
+  publishRetried,
+  type QueueControl,
+} from "../../lib/control.ts";
+import { statsOf, type StatsRow } from "../../lib/admin/queue_view.ts";
+
+/** The queue's statuses, in lifecycle order (its list's filter, its stats, its view). */
+export const STATUSES = [
+  "Queued",
+  "Running",
+  "Completed",
+  "Failed",
+] as const satisfies readonly SsgStatus[];
 
 /**
  * Make sure a `Queued` Full rebuild exists, so whatever was just written (a publish) reaches the
@@ -98,7 +112,10 @@ export async function requestRebuild(
 }
 
 /** Read one job; null when no row has that id. */
-export async function getJob(ctx: QueueContext, id: string): Promise<SsgJobRow | null> {
+export async function getJob(
+  ctx: Pick<QueueContext, "sql">,
+  id: string,
+): Promise<SsgJobRow | null> {
   const [row] = await ctx.sql<SsgJobRow[]>`select * from ssg_rebuild_jobs where id = ${id}`;
   return row ?? null;
 }
@@ -124,9 +141,7 @@ export async function retry(ctx: QueueContext, id: string): Promise<SsgJobRow | 
     if ((err as { code?: unknown }).code === "23505") return null;
     throw err;
   }
-  if (row) {
-    ctx.events.publish({ queue: name, id, transition: "retried", status: "Queued", attempt: 0 });
-  }
+  if (row) publishRetried(ctx.events, name, id);
   return row ?? null;
 }
 
@@ -160,30 +175,23 @@ export async function list(sql: Sql, page: JobListPage): Promise<SsgListRow[]> {
 export async function cancel(
   ctx: QueueContext,
   id: string,
-  requestCancel: (queue: string, id: string) => Promise<void>,
+  control: Pick<QueueControl, "requestCancel">,
 ): Promise<CancelOutcome<SsgJobRow>> {
   return await cancelJob({
+    queue: name,
+    id,
+    events: ctx.events,
     cancelRunnable: async () => {
       const [row] = await ctx.sql<SsgJobRow[]>`
         update ssg_rebuild_jobs
         set status = 'Failed', error = ${CANCELLED}, finished_at = now(), updated_at = now()
         where id = ${id} and status = 'Queued'
         returning *`;
-      if (row) {
-        ctx.events.publish({
-          queue: name,
-          id,
-          transition: "cancelled",
-          status: "Failed",
-          attempt: row.attempt_count,
-          error: CANCELLED,
-        });
-      }
       return row ?? null;
     },
     read: () => getJob(ctx, id),
     running: "Running",
-    requestCancel: () => requestCancel(name, id),
+    requestCancel: () => control.requestCancel(name, id),
   });
 }
 
@@ -200,7 +208,7 @@ export async function bulkRetry(
   dryRun: boolean,
 ): Promise<BulkRetryOutcome> {
   const only = filtered(ctx.sql, { ...filter, status: "Failed" });
-  const [row] = await ctx.sql<{ matched: number; ids: string[] }[]>`
+  const [row] = await ctx.sql<BulkRetryRow[]>`
     with matched as (
       select count(*)::int as n from (
         select from ssg_rebuild_jobs where true ${only} limit ${BULK_RETRY_MAX + 1}) m
@@ -219,10 +227,7 @@ export async function bulkRetry(
     )
     select (select n from matched) as matched,
            coalesce((select json_agg(id::text) from retried), '[]'::json) as ids`;
-  for (const id of row.ids) {
-    ctx.events.publish({ queue: name, id, transition: "retried", status: "Queued", attempt: 0 });
-  }
-  return bulkOutcome(row.matched, row.ids, dryRun);
+  return bulkRetried(ctx.events, name, row, dryRun);
 }
 
 /**
@@ -231,17 +236,13 @@ export async function bulkRetry(
  * @returns every status, 0 when it has no rows; ages in seconds.
  */
 export async function stats(sql: Sql): Promise<QueueStats> {
-  const [row] = await sql<
-    { by_status: Record<string, number> | null; oldest_s: number | null }[]
-  >`
+  const [row] = await sql<StatsRow[]>`
     select
       (select jsonb_object_agg(status, n) from (
         select status, count(*)::int as n from ssg_rebuild_jobs group by status) s) as by_status,
       (select extract(epoch from now() - min(created_at))::float8 from ssg_rebuild_jobs
         where status = 'Queued') as oldest_s`;
-  const byStatus: Record<SsgStatus, number> = { Queued: 0, Running: 0, Completed: 0, Failed: 0 };
-  Object.assign(byStatus, row.by_status ?? {});
-  return { byStatus, oldestRunnableAgeS: row.oldest_s };
+  return statsOf(STATUSES, row);
 }
 
 // --- The consumer's verbs ---

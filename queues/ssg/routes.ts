@@ -23,27 +23,22 @@
 import { Hono } from "hono";
 import { describeRoute, zValidator } from "../../lib/http/openapi.ts";
 import { invalid as invalidInput } from "../../lib/http/claim_routes.ts";
-import { z } from "zod";
 import { transaction } from "../../lib/db.ts";
 import type { QueueContext } from "../../lib/queue.ts";
-
-import { bulkRetry, cancel, getJob, list, publishEdition, requestRebuild, retry } from "./jobs.ts";
-import type { QueueControl } from "../../lib/control.ts";
+import { jobRoutes } from "../../lib/http/job_routes.ts";
+import { idParam } from "../../lib/http/ids.ts";
+import { name } from "./mod.ts";
 import {
-  BULK_RETRY_RESPONSES,
-  bulkRetryAnswer,
-  bulkRetryBody,
-  CANCEL_RESPONSES,
-  cancelAnswer,
-  decodeCursor,
-  LIST_RESPONSES,
-  listAnswer,
-  listQuery,
-  pathId,
-} from "../../lib/http/list.ts";
-
-const id = pathId;
-const params = z.object({ id });
+  bulkRetry,
+  cancel,
+  getJob,
+  list,
+  publishEdition,
+  requestRebuild,
+  retry,
+  STATUSES,
+} from "./jobs.ts";
+import type { QueueControl } from "../../lib/control.ts";
 
 /**
  * Build the rebuild routes.
@@ -54,49 +49,44 @@ const params = z.object({ id });
 export function ssgRoutes(ctx: QueueContext, control: Pick<QueueControl, "requestCancel">): Hono {
   const app = new Hono();
 
-  const query = listQuery(["Queued", "Running", "Completed", "Failed"]);
-  app.get(
-    "/jobs",
-    describeRoute({ summary: "List site rebuild jobs, newest first", responses: LIST_RESPONSES }),
-    zValidator("query", query, invalidInput),
-    async (c) => {
-      const { cursor, limit, ...filter } = c.req.valid("query");
-      const beforeId = cursor ? decodeCursor(cursor) ?? undefined : undefined;
-      const rows = await list(ctx.sql, { ...filter, beforeId, limit: limit + 1 });
-      return c.json(listAnswer(rows, limit));
-    },
-  );
-
-  app.post(
-    "/jobs/retry",
-    describeRoute({
+  jobRoutes(app, {
+    name,
+    log: ctx.log,
+    statuses: STATUSES,
+    base: "/jobs",
+    noun: "ssg job",
+    list: { summary: "List site rebuild jobs, newest first", rows: (page) => list(ctx.sql, page) },
+    bulkRetry: {
       summary: "Bulk admin retry: the newest matching Failed rebuild → Queued (one renders all)",
-      responses: BULK_RETRY_RESPONSES,
-    }),
-    zValidator("json", bulkRetryBody, invalidInput),
-    async (c) => {
-      const { dry_run, ...filter } = c.req.valid("json");
-      const outcome = await bulkRetry(ctx, filter, dry_run);
-      if (!dry_run) {
-        ctx.log.info({ queue: "ssg", ...filter, retried: outcome.retried }, "bulk retry");
-      }
-      return bulkRetryAnswer(c, outcome, dry_run);
+      run: (filter, dryRun) => bulkRetry(ctx, filter, dryRun),
     },
-  );
-
-  app.post(
-    "/jobs/:id/cancel",
-    describeRoute({
+    cancel: {
       summary: "Admin cancel: a Queued rebuild → Failed; a Running render is stopped, then Failed",
-      responses: CANCEL_RESPONSES,
-    }),
-    zValidator("param", params, invalidInput),
-    async (c) => {
-      const jobId = c.req.valid("param").id;
-      const outcome = await cancel(ctx, jobId, (q, i) => control.requestCancel(q, i));
-      return cancelAnswer(c, outcome, "ssg job", jobId);
+      run: (jobId) => cancel(ctx, jobId, control),
     },
-  );
+    read: { summary: "Read a site rebuild job", run: (jobId) => getJob(ctx, jobId) },
+    retry: {
+      summary: "Admin retry: Failed → Queued, attempts reset, error cleared",
+      responses: {
+        200: "The job, now Queued",
+        404: "No such job",
+        409: "The job is not Failed, or another Full job is already Queued",
+      },
+      run: async (jobId) => {
+        const job = await retry(ctx, jobId);
+        if (job) return { outcome: "retried", job };
+        const current = await getJob(ctx, jobId);
+        if (!current) return { outcome: "absent" };
+        if (current.status !== "Failed") return { outcome: "refused", status: current.status };
+        return {
+          outcome: "refused",
+          status: current.status,
+          error: `Cannot retry job ${jobId}: a Full rebuild is already Queued and will render ` +
+            "every published edition",
+        };
+      },
+    },
+  });
 
   const rebuildDoc = describeRoute({
     summary: "Ask for a Full site rebuild (the one in flight, or a new Queued one)",
@@ -105,42 +95,6 @@ export function ssgRoutes(ctx: QueueContext, control: Pick<QueueControl, "reques
   app.post("/rebuild-all", rebuildDoc, async (c) => {
     const { job, created } = await requestRebuild(ctx);
     return c.json(job, created ? 201 : 200);
-  });
-
-  const readDoc = describeRoute({
-    summary: "Read a site rebuild job",
-    responses: { 200: "The job", 404: "No such job" },
-  });
-  app.get("/jobs/:id", readDoc, zValidator("param", params, invalidInput), async (c) => {
-    const job = await getJob(ctx, c.req.valid("param").id);
-    return job ? c.json(job) : c.json({ error: "No such ssg job" }, 404);
-  });
-
-  const retryDoc = describeRoute({
-    summary: "Admin retry: Failed → Queued, attempts reset, error cleared",
-    responses: {
-      200: "The job, now Queued",
-      404: "No such job",
-      409: "The job is not Failed, or another Full job is already Queued",
-    },
-  });
-  app.post("/jobs/:id/retry", retryDoc, zValidator("param", params, invalidInput), async (c) => {
-    const jobId = c.req.valid("param").id;
-    const job = await retry(ctx, jobId);
-    if (job) return c.json(job);
-    const current = await getJob(ctx, jobId);
-    if (!current) return c.json({ error: "No such ssg job" }, 404);
-    if (current.status === "Failed") {
-      return c.json({
-        error: `Cannot retry job ${jobId}: a Full rebuild is already Queued and will render ` +
-          "every published edition",
-        status: current.status,
-      }, 409);
-    }
-    return c.json({
-      error: `Cannot retry job ${jobId}: it is ${current.status}; only Failed jobs can be retried`,
-      status: current.status,
-    }, 409);
   });
 
   return app;
@@ -160,7 +114,7 @@ export function editionRoutes(ctx: QueueContext): Hono {
         : "Unpublish an edition and queue the Full rebuild that removes it, in one transaction",
       responses: { 200: "`{ edition: { id, published_at }, rebuild }`", 404: "No such edition" },
     });
-    app.post(`/:id/${action}`, doc, zValidator("param", params, invalidInput), async (c) => {
+    app.post(`/:id/${action}`, doc, zValidator("param", idParam, invalidInput), async (c) => {
       const editionId = c.req.valid("param").id;
       const result = await transaction(
         ctx.sql,

@@ -8,7 +8,7 @@
 import type { Sql } from "../../lib/db.ts";
 import type { QueueView, Throughput } from "../../lib/admin/queue_view.ts";
 import { name } from "./mod.ts";
-import { bulkRetry, cancel, getJob, list, retry, stats } from "./jobs.ts";
+import { bulkRetry, cancel, getJob, list, retry, stats, STATUSES } from "./jobs.ts";
 
 // finished_at is written by the settles to Completed and Failed (and recover's Failed).
 async function throughput(sql: Sql, seconds: number): Promise<Throughput> {
@@ -24,17 +24,14 @@ async function throughput(sql: Sql, seconds: number): Promise<Throughput> {
 export const ssgView: QueueView = {
   name,
   consumer: "worker",
-  statuses: ["Queued", "Running", "Completed", "Failed"],
+  statuses: STATUSES,
   stats,
   throughput,
   listJobs: list,
-  cancel: (ctx, id, control) => cancel(ctx, id, (q, i) => control.requestCancel(q, i)),
+  cancel,
   bulkRetry,
-  getJob: async (sql, id) => {
-    const [row] = await sql<Record<string, unknown>[]>`
-      select * from ssg_rebuild_jobs where id = ${id}`;
-    return row ?? null;
-  },
+  // The queue's own read (every column).
+  getJob: async (sql, id) => await getJob({ sql }, id) as Record<string, unknown> | null,
   retry: async (ctx, id) => {
     if (await retry(ctx, id)) return { retried: true };
     // retry() answers null for both refusals; the row tells them apart.

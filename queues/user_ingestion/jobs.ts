@@ -17,7 +17,6 @@ import {
 import { type Sql, transaction } from "../../lib/db.ts";
 import {
   BULK_RETRY_MAX,
-  bulkOutcome,
   type BulkRetryOutcome,
   CANCELLED,
   type CancelOutcome,
@@ -27,7 +26,22 @@ import {
   type QueueContext,
   type QueueStats,
 } from "../../lib/queue.ts";
-import { cancelJob } from "../../lib/control.ts";
+import {
+  bulkRetried,
+  type BulkRetryRow,
+  cancelJob,
+  publishRetried,
+  type QueueControl,
+} from "../../lib/control.ts";
+import { statsOf, type StatsRow } from "../../lib/admin/queue_view.ts";
+
+/** The queue's statuses, in lifecycle order (its list's filter, its stats, its view). */
+export const STATUSES = [
+  "Queued",
+  "Processing",
+  "Completed",
+  "Failed",
+] as const satisfies readonly UserIngestionStatus[];
 
 /**
  * Create a user book (`Processing`) and its `Queued` job in one transaction; the commit NOTIFYs
@@ -69,7 +83,10 @@ export async function getUserBook(
 }
 
 /** Read one job; null when no row has that id. */
-export async function getJob(ctx: QueueContext, id: string): Promise<UserIngestionJobRow | null> {
+export async function getJob(
+  ctx: Pick<QueueContext, "sql">,
+  id: string,
+): Promise<UserIngestionJobRow | null> {
   const [row] = await ctx.sql<UserIngestionJobRow[]>`
     select * from user_ingestion_jobs where id = ${id}`;
   return row ?? null;
@@ -95,9 +112,7 @@ export async function retry(ctx: QueueContext, id: string): Promise<UserIngestio
       where id = (select user_book_id from job) and status = 'Failed'
     )
     select * from job`;
-  if (row) {
-    ctx.events.publish({ queue: name, id, transition: "retried", status: "Queued", attempt: 0 });
-  }
+  if (row) publishRetried(ctx.events, name, id);
   return row ?? null;
 }
 
@@ -139,9 +154,12 @@ export async function list(sql: Sql, page: JobListPage): Promise<UserIngestionLi
 export async function cancel(
   ctx: QueueContext,
   id: string,
-  requestCancel: (queue: string, id: string) => Promise<void>,
+  control: Pick<QueueControl, "requestCancel">,
 ): Promise<CancelOutcome<UserIngestionJobRow>> {
   return await cancelJob({
+    queue: name,
+    id,
+    events: ctx.events,
     cancelRunnable: async () => {
       const [row] = await ctx.sql<UserIngestionJobRow[]>`
         with job as (
@@ -154,21 +172,11 @@ export async function cancel(
           where id = (select user_book_id from job) and status = 'Processing'
         )
         select * from job`;
-      if (row) {
-        ctx.events.publish({
-          queue: name,
-          id,
-          transition: "cancelled",
-          status: "Failed",
-          attempt: row.attempt_count,
-          error: CANCELLED,
-        });
-      }
       return row ?? null;
     },
     read: () => getJob(ctx, id),
     running: "Processing",
-    requestCancel: () => requestCancel(name, id),
+    requestCancel: () => control.requestCancel(name, id),
   });
 }
 
@@ -185,7 +193,7 @@ export async function bulkRetry(
   dryRun: boolean,
 ): Promise<BulkRetryOutcome> {
   const only = filtered(ctx.sql, { ...filter, status: "Failed" });
-  const [row] = await ctx.sql<{ matched: number; ids: string[] }[]>`
+  const [row] = await ctx.sql<BulkRetryRow[]>`
     with matched as (
       select count(*)::int as n from (
         select from user_ingestion_jobs j join user_books b on b.id = j.user_book_id
@@ -208,10 +216,7 @@ export async function bulkRetry(
     )
     select (select n from matched) as matched,
            coalesce((select json_agg(id::text) from retried), '[]'::json) as ids`;
-  for (const id of row.ids) {
-    ctx.events.publish({ queue: name, id, transition: "retried", status: "Queued", attempt: 0 });
-  }
-  return bulkOutcome(row.matched, row.ids, dryRun);
+  return bulkRetried(ctx.events, name, row, dryRun);
 }
 
 /**
@@ -220,22 +225,13 @@ export async function bulkRetry(
  * @returns every status, 0 when it has no rows; ages in seconds.
  */
 export async function stats(sql: Sql): Promise<QueueStats> {
-  const [row] = await sql<
-    { by_status: Record<string, number> | null; oldest_s: number | null }[]
-  >`
+  const [row] = await sql<StatsRow[]>`
     select
       (select jsonb_object_agg(status, n) from (
         select status, count(*)::int as n from user_ingestion_jobs group by status) s) as by_status,
       (select extract(epoch from now() - min(run_after))::float8 from user_ingestion_jobs
         where status = 'Queued' and run_after <= now()) as oldest_s`;
-  const byStatus: Record<UserIngestionStatus, number> = {
-    Queued: 0,
-    Processing: 0,
-    Completed: 0,
-    Failed: 0,
-  };
-  Object.assign(byStatus, row.by_status ?? {});
-  return { byStatus, oldestRunnableAgeS: row.oldest_s };
+  return statsOf(STATUSES, row);
 }
 
 // --- The consumer's verbs ---

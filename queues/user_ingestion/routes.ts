@@ -19,29 +19,16 @@
  * @module
  */
 import { Hono } from "hono";
-import { describeRoute, zValidator } from "../../lib/http/openapi.ts";
-import { invalid } from "../../lib/http/claim_routes.ts";
+import { describeRoute } from "../../lib/http/openapi.ts";
+import { jobRoutes } from "../../lib/http/job_routes.ts";
 import { z } from "zod";
-import { type UserIngestionContext } from "./mod.ts";
-import { bulkRetry, cancel, enqueue, getUserBook, list, retry } from "./jobs.ts";
-import {
-  BULK_RETRY_RESPONSES,
-  bulkRetryAnswer,
-  bulkRetryBody,
-  CANCEL_RESPONSES,
-  cancelAnswer,
-  decodeCursor,
-  LIST_RESPONSES,
-  listAnswer,
-  listQuery,
-  pathId,
-} from "../../lib/http/list.ts";
+import { name, type UserIngestionContext } from "./mod.ts";
+import { bulkRetry, cancel, enqueue, getUserBook, list, retry, STATUSES } from "./jobs.ts";
 import type { QueueControl } from "../../lib/control.ts";
 import { getJob as getEnrichment } from "../enrichment/mod.ts";
 import { resolveSourceFile, resolveSourcePath } from "../../books/source_path.ts";
 import { receiveUpload, removeUpload, UploadError } from "../../lib/http/multipart.ts";
 
-const id = pathId;
 const ownerId = z.union([
   z.number().int().positive().max(Number.MAX_SAFE_INTEGER),
   z.string().regex(/^[1-9]\d{0,14}$/, "expected a positive integer").transform(Number),
@@ -83,30 +70,57 @@ export function userBookRoutes(
 ): Hono {
   const app = new Hono();
 
-  const listDoc = describeRoute({
-    summary: "List user ingestion jobs, newest first, by status and file, book id or title",
-    responses: LIST_RESPONSES,
-  });
-  const query = listQuery(["Queued", "Processing", "Completed", "Failed"]);
-  app.get("/", listDoc, zValidator("query", query, invalid), async (c) => {
-    const { cursor, limit, ...filter } = c.req.valid("query");
-    const beforeId = cursor ? decodeCursor(cursor) ?? undefined : undefined;
-    return c.json(
-      listAnswer(await list(ctx.sql, { ...filter, beforeId, limit: limit + 1 }), limit),
-    );
-  });
-
-  const bulkDoc = describeRoute({
-    summary: "Bulk admin retry: every Failed job matching the filter → Queued (at most 10,000)",
-    responses: BULK_RETRY_RESPONSES,
-  });
-  app.post("/retry", bulkDoc, zValidator("json", bulkRetryBody, invalid), async (c) => {
-    const { dry_run, ...filter } = c.req.valid("json");
-    const outcome = await bulkRetry(ctx, filter, dry_run);
-    if (!dry_run) {
-      ctx.log.info({ queue: "user_ingestion", ...filter, retried: outcome.retried }, "bulk retry");
-    }
-    return bulkRetryAnswer(c, outcome, dry_run);
+  jobRoutes(app, {
+    name,
+    log: ctx.log,
+    statuses: STATUSES,
+    base: "",
+    noun: "user book",
+    list: {
+      summary: "List user ingestion jobs, newest first, by status and file, book id or title",
+      rows: (page) => list(ctx.sql, page),
+    },
+    bulkRetry: {
+      summary: "Bulk admin retry: every Failed job matching the filter → Queued (at most 10,000)",
+      run: (filter, dryRun) => bulkRetry(ctx, filter, dryRun),
+    },
+    cancel: {
+      summary: "Admin cancel of the book's job: Queued → Failed; a Processing run is stopped first",
+      run: async (bookId) => {
+        const found = await getUserBook(ctx, bookId);
+        if (!found?.job) return { outcome: "absent" };
+        return await cancel(ctx, found.job.id, control);
+      },
+    },
+    read: {
+      summary: "Read a user book with its latest job and its enrichment",
+      responses: { 200: "`{ user_book, job, enrichment }`", 404: "No such user book" },
+      run: async (bookId) => {
+        const found = await getUserBook(ctx, bookId);
+        return found && { ...found, enrichment: await getEnrichment(ctx, bookId) };
+      },
+    },
+    retry: {
+      summary: "Admin retry of the book's job: Failed → Queued, the book back to Processing",
+      responses: {
+        200: "The job, now Queued",
+        404: "No such user book",
+        409: "The job is not Failed",
+      },
+      run: async (bookId) => {
+        const found = await getUserBook(ctx, bookId);
+        if (!found?.job) return { outcome: "absent" };
+        const job = await retry(ctx, found.job.id);
+        if (job) return { outcome: "retried", job };
+        const current = (await getUserBook(ctx, bookId))?.job ?? found.job;
+        return {
+          outcome: "refused",
+          status: current.status,
+          error: `Cannot retry user book ${bookId}: its job is ${current.status}; ` +
+            "only Failed jobs can be retried",
+        };
+      },
+    },
   });
 
   const uploadDoc = describeRoute({
@@ -179,61 +193,6 @@ export function userBookRoutes(
     if (!info.isFile) return refuse("it is not a regular file");
     return c.json(await enqueue(ctx, body.data.owner_id, sourcePath), 201);
   });
-
-  const readDoc = describeRoute({
-    summary: "Read a user book with its latest job and its enrichment",
-    responses: { 200: "`{ user_book, job, enrichment }`", 404: "No such user book" },
-  });
-  app.get("/:id", readDoc, zValidator("param", z.object({ id }), invalid), async (c) => {
-    const bookId = c.req.valid("param").id;
-    const found = await getUserBook(ctx, bookId);
-    if (!found) return c.json({ error: "No such user book" }, 404);
-    return c.json({ ...found, enrichment: await getEnrichment(ctx, bookId) });
-  });
-
-  const retryDoc = describeRoute({
-    summary: "Admin retry of the book's job: Failed → Queued, the book back to Processing",
-    responses: {
-      200: "The job, now Queued",
-      404: "No such user book",
-      409: "The job is not Failed",
-    },
-  });
-  app.post(
-    "/:id/retry",
-    retryDoc,
-    zValidator("param", z.object({ id }), invalid),
-    async (c) => {
-      const bookId = c.req.valid("param").id;
-      const found = await getUserBook(ctx, bookId);
-      if (!found?.job) return c.json({ error: "No such user book" }, 404);
-      const job = await retry(ctx, found.job.id);
-      if (job) return c.json(job);
-      const current = (await getUserBook(ctx, bookId))?.job ?? found.job;
-      return c.json({
-        error:
-          `Cannot retry user book ${bookId}: its job is ${current.status}; only Failed jobs can be retried`,
-        status: current.status,
-      }, 409);
-    },
-  );
-
-  const cancelDoc = describeRoute({
-    summary: "Admin cancel of the book's job: Queued → Failed; a Processing run is stopped first",
-    responses: CANCEL_RESPONSES,
-  });
-  app.post(
-    "/:id/cancel",
-    cancelDoc,
-    zValidator("param", z.object({ id }), invalid),
-    async (c) => {
-      const bookId = c.req.valid("param").id;
-      const found = await getUserBook(ctx, bookId);
-      if (!found?.job) return c.json({ error: "No such user book" }, 404);
-      const outcome = await cancel(ctx, found.job.id, (q, i) => control.requestCancel(q, i));
-      return cancelAnswer(c, outcome, "user book", bookId);
-    },
-  );
 
   return app;
 }

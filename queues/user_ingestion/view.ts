@@ -7,19 +7,15 @@
  */
 import type { Sql } from "../../lib/db.ts";
 import {
+  type ChapterSize,
+  chapterTable,
   type JobDetail,
   type QueueView,
   retryOutcome,
   type Throughput,
 } from "../../lib/admin/queue_view.ts";
 import { name } from "./mod.ts";
-import { bulkRetry, cancel, list, retry, stats } from "./jobs.ts";
-
-async function getJob(sql: Sql, id: string): Promise<Record<string, unknown> | null> {
-  const [row] = await sql<Record<string, unknown>[]>`
-    select * from user_ingestion_jobs where id = ${id}`;
-  return row ?? null;
-}
+import { bulkRetry, cancel, getJob, list, retry, stats, STATUSES } from "./jobs.ts";
 
 // finished_at is written by every settle to Completed or Failed.
 async function throughput(sql: Sql, seconds: number): Promise<Throughput> {
@@ -38,31 +34,28 @@ async function details(sql: Sql, job: Record<string, unknown>): Promise<JobDetai
     { status: string; error: string | null; title: string | null; format: string | null }[]
   >`select status, error, title, format from user_books where id = ${bookId}`;
   if (!book) return [];
-  const chapters = await sql<{ position: number; title: string; bytes: number }[]>`
+  const chapters = await sql<ChapterSize[]>`
     select position, title, octet_length(html) as bytes
     from user_chapters where user_book_id = ${bookId} order by position`;
   return [{
     title: `User book ${bookId}`,
     columns: ["Status", "Title", "Format", "Reader's message"],
     rows: [[book.status, book.title, book.format, book.error]],
-  }, {
-    title: "Chapters",
-    columns: ["#", "Chapter", "HTML bytes"],
-    rows: chapters.map((c) => [c.position, c.title, c.bytes]),
-  }];
+  }, chapterTable("Chapters", chapters)];
 }
 
 /** The user ingestion queue's admin view. */
 export const userIngestionView: QueueView = {
   name,
   consumer: "worker",
-  statuses: ["Queued", "Processing", "Completed", "Failed"],
+  statuses: STATUSES,
   stats,
   throughput,
   listJobs: list,
-  getJob,
+  // The queue's own read (every column).
+  getJob: async (sql, id) => await getJob({ sql }, id) as Record<string, unknown> | null,
   retry: async (ctx, id) => retryOutcome((await retry(ctx, id)) !== null),
-  cancel: (ctx, id, control) => cancel(ctx, id, (q, i) => control.requestCancel(q, i)),
+  cancel,
   bulkRetry,
   details,
 };
