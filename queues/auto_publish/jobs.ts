@@ -253,5 +253,3 @@ export async function stats(sql: Sql): Promise<QueueStats> {
         where status = 'Queued') as oldest_s`;
   return statsOf(STATUSES, row);
 }
-
-// --- The claim API's verbs ---

@@ -170,5 +170,3 @@ export async function stats(sql: Sql): Promise<QueueStats> {
         where metadata_enrichment_status = 'Pending') as oldest_s`;
   return statsOf(STATUSES, row);
 }
-
-// --- The consumer's verbs ---

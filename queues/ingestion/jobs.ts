@@ -200,5 +200,3 @@ export async function stats(sql: Sql): Promise<QueueStats> {
         where status = 'Queued' and run_after <= now()) as oldest_s`;
   return statsOf(STATUSES, row);
 }
-
-// --- The consumer's verbs ---

@@ -244,5 +244,3 @@ export async function stats(sql: Sql): Promise<QueueStats> {
         where status = 'Queued') as oldest_s`;
   return statsOf(STATUSES, row);
 }
-
-// --- The consumer's verbs ---
