@@ -59,6 +59,20 @@ export function claimed<R extends ClaimedJob & { readonly runnable_for_s: number
 }
 
 /**
+ * Publish a job's `completed` event: `Completed`, at the attempt its claim counted. Call it once
+ * the completing write has committed.
+ */
+export function publishCompleted(ctx: QueueContext, queue: string, job: ClaimedJob): void {
+  ctx.events.publish({
+    queue,
+    id: job.id,
+    transition: "completed",
+    status: "Completed",
+    attempt: job.attempt_count,
+  });
+}
+
+/**
  * Log and publish the rows a recovery statement settled, each with the same status.
  *
  * @param rows what the statement returned: each row's id and attempt count.

@@ -1,15 +1,15 @@
 /**
  * The ingestion queue's catalog write: an extracted book turned into catalog rows — its edition
  * (title, author, format, language, direction, warnings, licence), its chapters and the resources
- * they use — by the one statement that also completes the job and may claim the next one, and
- * the commit that holds them. The chapter assets are written after it (_assets.ts); the job's
- * events, logs and state machine are mod.ts's.
+ * they use — by the one statement that also completes the job and may claim the next one
+ * ({@linkcode complete}); once it has committed, the edition's chapter assets (_assets.ts) and
+ * the completion's events. The job's other transitions are mod.ts's.
  *
  * @module
  */
 import { type Fragment, runCancellable, type Sql, transaction, type TxSql } from "../../lib/db.ts";
-import { type ClaimNext } from "../../lib/queue.ts";
-import { ClaimLostError, publishClaimed } from "../../lib/queue_flow.ts";
+import type { ClaimNext } from "../../lib/queue.ts";
+import { ClaimLostError, publishClaimed, publishCompleted } from "../../lib/queue_flow.ts";
 import type { ExtractedBook } from "../../books/extract.ts";
 import { publishAssets } from "./_assets.ts";
 import { saveResources } from "./_fidelity.ts";
@@ -176,13 +176,7 @@ export async function complete(
       );
     }
   }
-  ctx.events.publish({
-    queue: name,
-    id: job.id,
-    transition: "completed",
-    status: "Completed",
-    attempt: job.attempt_count,
-  });
+  publishCompleted(ctx, name, job);
   if (edition.next) {
     publishClaimed(ctx, name, "Processing", edition.next, edition.next.runnable_for_s);
   }

@@ -39,7 +39,13 @@
 import type { QueueDefaults } from "../../lib/config.ts";
 import { type Fragment, transaction } from "../../lib/db.ts";
 import { CANCELLED, type ClaimedJob, type QueueContext } from "../../lib/queue.ts";
-import { claimed, ClaimLostError, publishRecovered, runFault } from "../../lib/queue_flow.ts";
+import {
+  claimed,
+  ClaimLostError,
+  publishCompleted,
+  publishRecovered,
+  runFault,
+} from "../../lib/queue_flow.ts";
 // The renderer (htmlparser2, dom-serializer, Hono's JSX: about 6 MB) is loaded by the first
 // render, not at startup.
 import { buildsDir, finishBuild, pruneBuilds, startBuild, switchLive } from "../../site/builds.ts";
@@ -308,15 +314,7 @@ async function complete(ctx: SsgContext, job: SsgJob, build: string): Promise<st
         and claimed_by = ${job.claimed_by}`;
     if (fenced.count === 0) throw new ClaimLostError(`Lost the claim on ssg job ${job.id}`);
     const previous = await switchLive(ctx.siteDir, build);
-    tx.afterCommit(() =>
-      ctx.events.publish({
-        queue: name,
-        id: job.id,
-        transition: "completed",
-        status: "Completed",
-        attempt: job.attempt_count,
-      })
-    );
+    tx.afterCommit(() => publishCompleted(ctx, name, job));
     return previous;
   });
 }

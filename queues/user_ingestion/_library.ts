@@ -8,7 +8,7 @@
  */
 import { join } from "node:path";
 import { transaction } from "../../lib/db.ts";
-import { ClaimLostError } from "../../lib/queue_flow.ts";
+import { ClaimLostError, publishCompleted } from "../../lib/queue_flow.ts";
 import type { ExtractedBook } from "../../books/extract.ts";
 import { name, type UserIngestionContext, type UserIngestionJob } from "./mod.ts";
 
@@ -83,15 +83,7 @@ export async function save(
           metadata_enrichment_status = 'Pending', metadata_enrichment_attempt_count = 0,
           metadata_enrichment_error = null
       where id = ${job.user_book_id}`;
-    tx.afterCommit(() =>
-      ctx.events.publish({
-        queue: name,
-        id: job.id,
-        transition: "completed",
-        status: "Completed",
-        attempt: job.attempt_count,
-      })
-    );
+    tx.afterCommit(() => publishCompleted(ctx, name, job));
   }, signal);
   ctx.log.info({ queue: name, id: job.id, chapters: book.chapters.length }, "job completed");
 }
