@@ -31,24 +31,19 @@
  *
  * @module
  */
-import type OpenAI from "openai";
-import { ConfigError, type QueueDefaults } from "../../lib/config.ts";
-import { type Fragment, transaction, type TxSql } from "../../lib/db.ts";
+import type { QueueDefaults } from "../../lib/config.ts";
+import type { Fragment, TxSql } from "../../lib/db.ts";
 import type { JobEvent } from "../../lib/events.ts";
-import {
-  CANCELLED,
-  type ClaimedJob,
-  isRunTimeout,
-  type OrphanScope,
-  type QueueContext,
-  settleClaim,
-} from "../../lib/queue.ts";
-// The engines are loaded on the first run, not at startup: their libraries
-// (franc-min, iso-639-3, stopword, syllable; the openai SDK) hold about 30 MB a worker that never
-// enriches a book has no use for.
-import type { LocalMetadata } from "./_local.ts";
-import type { RemoteMetadata, RemoteSettings } from "./_remote.ts";
+import { CANCELLED, type ClaimedJob, type QueueContext, settleClaim } from "../../lib/queue.ts";
+import { claimed, retryUnderCap, runFault } from "../../lib/queue_flow.ts";
+// The engines (_local.ts, _remote.ts) are loaded on the first run, not at startup (_metadata.ts).
+import { enrich, type Metadata, type TokenTally } from "./_metadata.ts";
+import type { RemoteEngine } from "./_settings.ts";
 import { jobError } from "../../lib/job_error.ts";
+
+export { EXCERPT_CHARS, type Metadata, tokensUsed, type TokenTally } from "./_metadata.ts";
+export { readRemoteSettings, type RemoteEngine, remoteEngine } from "./_settings.ts";
+export { recover, recoverOrphans } from "./_recovery.ts";
 
 /** Queue name used in logs, events and the lock key. */
 export const name = "enrichment";
@@ -65,18 +60,9 @@ export const defaults: QueueDefaults = {
 };
 /** Attempts before enrichment is `Failed` for good. */
 export const MAX_ATTEMPTS = 3;
-/** Characters of the book's text sent to the remote engine. */
-export const EXCERPT_CHARS = 12_000;
 
 /** Statuses of `user_books.metadata_enrichment_status`. */
 export type EnrichmentStatus = "Pending" | "Running" | "Completed" | "Failed";
-
-/** The remote engine, when `ENRICHMENT_API_URL` is set. */
-export interface RemoteEngine {
-  /** The SDK client, built (and the SDK loaded) on first use. */
-  client(): Promise<OpenAI>;
-  readonly settings: RemoteSettings;
-}
 
 /** What this queue's verbs need beyond {@linkcode QueueContext}. */
 export interface EnrichmentContext extends QueueContext {
@@ -88,17 +74,6 @@ export interface EnrichmentContext extends QueueContext {
   readonly tokens?: TokenTally;
 }
 
-/** Tokens the remote engine's requests used, added up since start (the metric reads it). */
-export interface TokenTally {
-  prompt: number;
-  completion: number;
-  /** Requests answered with a `usage`. */
-  requests: number;
-}
-
-/** This process's tally, read by the enrichment view's token counter (view.ts). */
-export const tokensUsed: TokenTally = { prompt: 0, completion: 0, requests: 0 };
-
 /** A claimed enrichment: the user book's id and the claim's fence. */
 export interface EnrichmentJob extends ClaimedJob {
   readonly claimed_by: string;
@@ -107,11 +82,6 @@ export interface EnrichmentJob extends ClaimedJob {
   readonly title: string | null;
   readonly author: string | null;
 }
-
-/** The metadata saved on `Completed`: the local fields, plus the remote ones when it ran. */
-export type Metadata = LocalMetadata & Partial<RemoteMetadata> & {
-  engine: "local" | "openai-compatible";
-};
 
 /** A book's enrichment as the API shows it: the status columns and the metadata fields. */
 export interface EnrichmentView {
@@ -127,97 +97,6 @@ export interface EnrichmentView {
   reading_time_minutes: number | null;
   summary: string | null;
   [field: string]: unknown;
-}
-
-/**
- * Read the remote engine's settings: on when `ENRICHMENT_API_URL` is set. Every one is checked
- * whenever it is set, the engine on or off.
- *
- * @param env variables by name; an empty string counts as unset.
- * @returns the settings, or null when `ENRICHMENT_API_URL` is unset.
- * @throws {ConfigError} when `ENRICHMENT_API_URL` is not an http(s) URL, `ENRICHMENT_MODEL` is
- *   missing while the URL is set, `ENRICHMENT_API_KEY` holds spaces or control characters (it
- *   goes into a header), `ENRICHMENT_API_TIMEOUT_MS` is not a positive integer,
- *   `ENRICHMENT_API_MAX_RETRIES` is not an integer from 0 to 10 (default 2), or
- *   `ENRICHMENT_RETRY_AFTER_MAX_MS` not one from 0 to 3600000 (default 120000).
- */
-export function readRemoteSettings(
-  env: Readonly<Record<string, string | undefined>>,
-): RemoteSettings | null {
-  const rawTimeout = env.ENRICHMENT_API_TIMEOUT_MS || "60000";
-  if (!/^\d+$/.test(rawTimeout) || Number(rawTimeout) < 1 || Number(rawTimeout) > 2_147_483_647) {
-    throw new ConfigError(
-      `Cannot parse ENRICHMENT_API_TIMEOUT_MS: expected a positive integer (ms) up to 2147483647, received ${
-        JSON.stringify(rawTimeout)
-      }`,
-    );
-  }
-  const retries = integerSetting(env, "ENRICHMENT_API_MAX_RETRIES", 2, 0, 10);
-  const waitMax = integerSetting(env, "ENRICHMENT_RETRY_AFTER_MAX_MS", 120_000, 0, 3_600_000);
-  const apiKey = env.ENRICHMENT_API_KEY || undefined;
-  if (apiKey !== undefined && !/^[\x21-\x7e]+$/.test(apiKey)) {
-    // A secret is never echoed, not even a wrong one: only its length.
-    throw new ConfigError(
-      "Cannot parse ENRICHMENT_API_KEY: expected printable characters without spaces, received " +
-        `a value of ${apiKey.length} characters`,
-    );
-  }
-  const url = env.ENRICHMENT_API_URL;
-  if (!url) return null;
-  let parsed: URL | null = null;
-  try {
-    parsed = new URL(url);
-  } catch { /* reported below */ }
-  if (!parsed || !/^https?:$/.test(parsed.protocol)) {
-    throw new ConfigError(
-      `Cannot parse ENRICHMENT_API_URL: expected an http:// or https:// URL, received ${
-        JSON.stringify(url)
-      }`,
-    );
-  }
-  const model = env.ENRICHMENT_MODEL;
-  if (!model) {
-    throw new ConfigError(
-      'Cannot parse ENRICHMENT_MODEL: expected a model name when ENRICHMENT_API_URL is set, received ""',
-    );
-  }
-  return {
-    url,
-    apiKey,
-    model,
-    timeoutMs: Number(rawTimeout),
-    maxRetries: retries,
-    retryAfterMaxMs: waitMax,
-  };
-}
-
-// A whole number in [min, max], or its default when unset.
-function integerSetting(
-  env: Readonly<Record<string, string | undefined>>,
-  name: string,
-  fallback: number,
-  min: number,
-  max: number,
-): number {
-  const raw = env[name] || String(fallback);
-  if (!/^\d+$/.test(raw) || Number(raw) < min || Number(raw) > max) {
-    throw new ConfigError(
-      `Cannot parse ${name}: expected an integer from ${min} to ${max}, received ${
-        JSON.stringify(raw)
-      }`,
-    );
-  }
-  return Number(raw);
-}
-
-/** The remote engine for these settings, or null (local only). */
-export function remoteEngine(settings: RemoteSettings | null): RemoteEngine | null {
-  if (!settings) return null;
-  let client: Promise<OpenAI> | undefined;
-  return {
-    client: () => client ??= import("./_remote.ts").then((m) => m.createClient(settings)),
-    settings,
-  };
 }
 
 // --- Read, admin retry (the API's statements) ---
@@ -276,90 +155,6 @@ export async function retry(ctx: QueueContext, id: string): Promise<EnrichmentVi
 }
 
 /**
- * Stale recovery, on every wake: `Running` started more than `staleAfterMs` ago → `Pending` with
- * the attempt spent, or `Failed` at the cap (ADR-022 row 3; the cap is this queue's own, beyond the ADR). One statement.
- */
-export async function recover(ctx: EnrichmentContext, _signal: AbortSignal): Promise<void> {
-  const rows = await ctx.sql<{ id: string; status: EnrichmentStatus; attempt_count: number }[]>`
-    update user_books
-    set metadata_enrichment_status = case when metadata_enrichment_attempt_count >= ${MAX_ATTEMPTS}
-          then 'Failed' else 'Pending' end,
-        metadata_enrichment_error = 'interrupted: attempt ' || metadata_enrichment_attempt_count
-          || ' of ' || ${MAX_ATTEMPTS}::int || ' was stale (Running too long)',
-        metadata_enrichment_finished_at = case
-          when metadata_enrichment_attempt_count >= ${MAX_ATTEMPTS} then now() end,
-        metadata_enrichment_claimed_by = null, updated_at = now()
-    where metadata_enrichment_status = 'Running'
-      and metadata_enrichment_started_at < now() - ${ctx.staleAfterMs} * interval '1 millisecond'
-    returning id, metadata_enrichment_status as status,
-              metadata_enrichment_attempt_count as attempt_count`;
-  for (const row of rows) {
-    ctx.log.warn({ queue: name, id: row.id, status: row.status }, "stale enrichment recovered");
-    ctx.events.publish({
-      queue: name,
-      id: row.id,
-      transition: "recovered",
-      status: row.status,
-      attempt: row.attempt_count,
-    });
-  }
-}
-
-/**
- * Orphan recovery, once each time the consumer takes the queue lock: every `Running` row is
- * orphaned then. One claimed by this same boot (a lost lock whose give-back did not land) is given
- * back, attempt not counted; one claimed by another boot follows the crash rule: `Pending` with the
- * attempt spent, `Failed` at the cap. One transaction.
- */
-export async function recoverOrphans(
-  ctx: EnrichmentContext,
-  _signal: AbortSignal,
-  scope: OrphanScope = "all",
-): Promise<void> {
-  type Row = { id: string; status: EnrichmentStatus; attempt_count: number };
-  const { givenBack, crashed } = await transaction(ctx.sql, ctx.log, async (tx) => {
-    const givenBack = await tx.sql<Row[]>`
-      update user_books
-      set metadata_enrichment_status = 'Pending',
-          metadata_enrichment_attempt_count = metadata_enrichment_attempt_count - 1,
-          metadata_enrichment_error = null, metadata_enrichment_claimed_by = null,
-          metadata_enrichment_started_at = null, updated_at = now()
-      where metadata_enrichment_status = 'Running'
-        and metadata_enrichment_claimed_by = ${ctx.bootId}
-      returning id, metadata_enrichment_status as status,
-                metadata_enrichment_attempt_count as attempt_count`;
-    // Scope "own" (a claim whose reply was lost): another boot's row may be a standby's live claim.
-    if (scope === "own") return { givenBack, crashed: [] };
-    const crashed = await tx.sql<Row[]>`
-      update user_books
-      set metadata_enrichment_status = case
-            when metadata_enrichment_attempt_count >= ${MAX_ATTEMPTS} then 'Failed' else 'Pending' end,
-          metadata_enrichment_error = 'interrupted: attempt ' || metadata_enrichment_attempt_count
-            || ' of ' || ${MAX_ATTEMPTS}::int || ' stopped without finishing (consumer restarted)',
-          metadata_enrichment_finished_at = case
-            when metadata_enrichment_attempt_count >= ${MAX_ATTEMPTS} then now() end,
-          metadata_enrichment_claimed_by = null, updated_at = now()
-      where metadata_enrichment_status = 'Running'
-        and metadata_enrichment_claimed_by is distinct from ${ctx.bootId}
-      returning id, metadata_enrichment_status as status,
-                metadata_enrichment_attempt_count as attempt_count`;
-    return { givenBack, crashed };
-  });
-  for (const row of givenBack) {
-    ctx.log.info({ queue: name, id: row.id }, "orphaned enrichment of this boot given back");
-    ctx.events.publish({ queue: name, id: row.id, transition: "given_back", ...pick(row) });
-  }
-  for (const row of crashed) {
-    ctx.log.warn({ queue: name, id: row.id, status: row.status }, "orphaned enrichment recovered");
-    ctx.events.publish({ queue: name, id: row.id, transition: "recovered", ...pick(row) });
-  }
-}
-
-function pick(row: { status: EnrichmentStatus; attempt_count: number }) {
-  return { status: row.status, attempt: row.attempt_count };
-}
-
-/**
  * When the next `Pending` book that is waiting out a provider's `Retry-After` becomes due, so the
  * idle consumer wakes for it.
  *
@@ -413,17 +208,7 @@ export async function claim(
                 from user_books o
                 where o.id = user_books.id and o.metadata_enrichment_status = 'Pending'
               ) as runnable_for_s`;
-  if (!row) return null;
-  const { runnable_for_s, ...job } = row;
-  ctx.events.publish({
-    queue: name,
-    id: job.id,
-    transition: "claimed",
-    status: "Running",
-    attempt: job.attempt_count,
-    runnableForS: runnable_for_s,
-  });
-  return job;
+  return claimed(ctx, name, "Running", row);
 }
 
 /**
@@ -479,44 +264,7 @@ export async function run(
 ): Promise<void> {
   let local: Metadata | undefined;
   try {
-    const chapters = await ctx.sql<{ html: string }[]>`
-      select html from user_chapters where user_book_id = ${job.id} order by position`;
-    const { enrichLocally, htmlToText } = await import("./_local.ts");
-    const computed = enrichLocally(chapters.map((c) => c.html), signal);
-    local = { ...computed, engine: "local" };
-    let metadata: Metadata = local;
-    if (ctx.remote) {
-      const { enrichRemotely } = await import("./_remote.ts");
-      const tally = ctx.tokens ?? tokensUsed;
-      const remote = await enrichRemotely(
-        await ctx.remote.client(),
-        ctx.remote.settings,
-        {
-          bookId: job.id,
-          intent: job.intent,
-          attempt: job.attempt_count,
-          title: job.title,
-          author: job.author,
-          language: computed.language,
-          text: excerpt(chapters.map((c) => c.html), htmlToText),
-        },
-        signal,
-        {
-          onUsage: (usage, model) => {
-            tally.prompt += usage.prompt_tokens;
-            tally.completion += usage.completion_tokens;
-            tally.requests++;
-            ctx.log.info({ queue: name, id: job.id, model, ...usage }, "enrichment tokens used");
-          },
-          onRetry: (err, waitMs, retry) =>
-            ctx.log.warn(
-              { queue: name, id: job.id, err: err.message, waitMs: Math.round(waitMs), retry },
-              "enrichment request will be asked again",
-            ),
-        },
-      );
-      metadata = { ...computed, ...remote, engine: "openai-compatible" };
-    }
+    const metadata = await enrich(ctx, job, signal, (computed) => local = computed);
     signal.throwIfAborted();
     const completed = await settle(
       ctx,
@@ -528,8 +276,7 @@ export async function run(
     );
     if (completed) ctx.log.info({ queue: name, id: job.id, engine: metadata.engine }, "enriched");
   } catch (err) {
-    if (signal.aborted) {
-      if (!isRunTimeout(signal.reason)) throw signal.reason;
+    if (runFault(ctx, name, job.id, err, signal) === "timeout") {
       return await retryLater(ctx, job, signal.reason, local);
     }
     // Only the remote engine has permanent faults (a malformed answer, an HTTP 4xx).
@@ -538,15 +285,6 @@ export async function run(
     const waitMs = remote && err instanceof remote.WaitTooLongError ? err.waitMs : null;
     return await retryLater(ctx, job, err, local, waitMs);
   }
-}
-
-function excerpt(chapters: string[], htmlToText: (html: string) => string): string {
-  let text = "";
-  for (const html of chapters) {
-    if (text.length >= EXCERPT_CHARS) break;
-    text += `${htmlToText(html)}\n`;
-  }
-  return text.slice(0, EXCERPT_CHARS);
 }
 
 type TxFragment = ReturnType<TxSql>;
@@ -601,26 +339,24 @@ async function retryLater(
   waitMs: number | null = null,
 ): Promise<void> {
   const detail = jobError(err instanceof Error ? err.message : String(err));
-  if (job.attempt_count >= MAX_ATTEMPTS) {
-    return await fail(
-      ctx,
-      job,
-      `attempts exhausted (${job.attempt_count} of ${MAX_ATTEMPTS}): ${detail}`,
-      local,
-    );
-  }
-  const reason = `attempt ${job.attempt_count} of ${MAX_ATTEMPTS} failed, will retry: ${detail}`;
-  const pending = await settle(
-    ctx,
-    job,
-    (sql) =>
-      sql`metadata_enrichment_status = 'Pending', metadata_enrichment_error = ${reason},
-          metadata = coalesce(${local ? sql.json(local) : null}::jsonb, metadata),
-          metadata_enrichment_run_after = ${
-        waitMs === null ? null : sql`now() + ${waitMs} * interval '1 millisecond'`
-      },
-          metadata_enrichment_started_at = null`,
-    { transition: "failed", status: "Pending", attempt: job.attempt_count, error: reason },
-  );
-  if (pending) ctx.log.warn({ queue: name, id: job.id, err: detail }, "enrichment will be retried");
+  await retryUnderCap(job, MAX_ATTEMPTS, detail, {
+    fail: (reason) => fail(ctx, job, reason, local),
+    retry: async (reason) => {
+      const pending = await settle(
+        ctx,
+        job,
+        (sql) =>
+          sql`metadata_enrichment_status = 'Pending', metadata_enrichment_error = ${reason},
+              metadata = coalesce(${local ? sql.json(local) : null}::jsonb, metadata),
+              metadata_enrichment_run_after = ${
+            waitMs === null ? null : sql`now() + ${waitMs} * interval '1 millisecond'`
+          },
+              metadata_enrichment_started_at = null`,
+        { transition: "failed", status: "Pending", attempt: job.attempt_count, error: reason },
+      );
+      if (pending) {
+        ctx.log.warn({ queue: name, id: job.id, err: detail }, "enrichment will be retried");
+      }
+    },
+  });
 }

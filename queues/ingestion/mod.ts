@@ -44,23 +44,26 @@
  * @module
  */
 import type { QueueDefaults } from "../../lib/config.ts";
-import { type Fragment, runCancellable, type Sql, transaction, type TxSql } from "../../lib/db.ts";
+import type { Fragment, Sql, TxSql } from "../../lib/db.ts";
 import type { JobEvent } from "../../lib/events.ts";
 import {
   CANCELLED,
   type ClaimedJob,
   type ClaimNext,
-  isRunTimeout,
-  type OrphanScope,
   type QueueContext,
   type RecoverOn,
   settleClaim,
 } from "../../lib/queue.ts";
+import { isDataException, publishClaimed, retryUnderCap, runFault } from "../../lib/queue_flow.ts";
 import { extractBook, type ExtractedBook, UnreadableBookError } from "../../books/extract.ts";
-import { publishAssets, REPAIR_BUDGET_MS, repairAssets } from "./_assets.ts";
-import { saveResources } from "./_fidelity.ts";
+import { complete, type EditionSavedHook } from "./_catalog.ts";
 import { resolveSourceFile } from "../../books/source_path.ts";
 import { jobError } from "../../lib/job_error.ts";
+
+export { ClaimLostError } from "../../lib/queue_flow.ts";
+export type { EditionSavedHook } from "./_catalog.ts";
+export { nextDueMs, recover, recoverOrphans } from "./_recovery.ts";
+export { prune, PRUNE_BATCH, PRUNE_BUDGET_MS } from "./_retention.ts";
 
 /** Queue name used in logs, events and the lock key. */
 export const name = "ingestion";
@@ -83,10 +86,6 @@ export const recoverOn: RecoverOn = "poll";
 export const MAX_ATTEMPTS = 3;
 /** Delay before a transient failure is retried, in ms, per attempt already made. */
 export const RETRY_DELAY_MS = 5000;
-/** Finished jobs deleted per statement by {@linkcode prune}. */
-export const PRUNE_BATCH = 500;
-/** Longest one poll tick spends pruning, in ms; the rest waits for the next tick. */
-export const PRUNE_BUDGET_MS = 250;
 
 /** Statuses of `ingestion_jobs.status`. */
 export type IngestionStatus = "Queued" | "Processing" | "Completed" | "Failed";
@@ -106,21 +105,6 @@ export interface IngestionContext extends QueueContext {
   readonly extract?: (path: string, signal: AbortSignal) => Promise<ExtractedBook>;
   /** A part another queue adds to the completing statement (auto-publish). */
   readonly onEditionSaved?: EditionSavedHook;
-}
-
-/**
- * A part of the completing statement that another queue adds (auto-publish creates the
- * edition's job): it commits with the save or not at all, and costs no round trip.
- */
-export interface EditionSavedHook {
-  /**
-   * @param sql the client the completing statement runs on.
-   * @param editionId the saved edition's id, as a SQL expression (NULL when nothing was saved).
-   * @returns a data-modifying statement; its rows are counted for {@linkcode report}.
-   */
-  statement(sql: Sql | TxSql, editionId: Fragment): Fragment;
-  /** Called once the save committed, with the edition and the statement's row count. */
-  report(editionId: string, rows: number): void;
 }
 
 /** A claimed ingestion job, as the claim wrote it (the fence for every later write). */
@@ -164,130 +148,6 @@ export interface IngestionListRow extends IngestionJobRow {
   subject: string;
 }
 
-/** Thrown inside the completing transaction when its fence matched no row: the claim was lost. */
-export class ClaimLostError extends Error {
-  override name = "ClaimLostError";
-}
-
-// --- Enqueue, read, admin retry (the API's statements) ---
-
-/**
- * Fail stale rows at the attempts cap, and rewrite chapter assets whose post-commit write was cut
- * short. Runs at lock acquisition and on the poll tick ({@linkcode recoverOn}); partial indexes
- * keep both independent of the backlog (`ingestion_jobs_processing`, `editions_assets_behind`).
- * Below the cap a stale row is not touched here: {@linkcode claim} takes it again.
- *
- * @param signal stops an asset repair between files (shutdown).
- */
-export async function recover(ctx: IngestionContext, signal: AbortSignal): Promise<void> {
-  const rows = await ctx.sql<{ id: string; attempt_count: number }[]>`
-    update ingestion_jobs
-    set status = 'Failed', claimed_by = null, finished_at = now(), updated_at = now(),
-        error = 'interrupted: attempts exhausted (' || attempt_count || ' of ' || ${MAX_ATTEMPTS}::int
-                || '); the last run stopped without finishing'
-    where status = 'Processing'
-      and claimed_at < now() - ${ctx.staleAfterMs} * interval '1 millisecond'
-      and attempt_count >= ${MAX_ATTEMPTS}
-    returning id, attempt_count`;
-  for (const row of rows) {
-    ctx.log.warn({ queue: name, id: row.id }, "stale job failed at the attempts cap");
-    ctx.events.publish({
-      queue: name,
-      id: row.id,
-      transition: "recovered",
-      status: "Failed",
-      attempt: row.attempt_count,
-    });
-  }
-  // Bounded in time, and its faults never block the claims: the chapters are in
-  // the database, and the next wake repairs the rest.
-  const budget = AbortSignal.any([signal, AbortSignal.timeout(REPAIR_BUDGET_MS)]);
-  try {
-    await repairAssets(ctx, budget);
-  } catch (err) {
-    if (signal.aborted) return;
-    if (budget.aborted) {
-      ctx.log.info(
-        { queue: name, budgetMs: REPAIR_BUDGET_MS },
-        "asset repair paused at its budget",
-      );
-    } else {
-      ctx.log.error({ queue: name, err }, "asset repair failed; claiming anyway");
-    }
-  }
-}
-
-/**
- * Recover every row still in flight, once per lock acquisition (the lock proves their consumer is
- * gone). A row claimed by another boot id follows the crash rule: `Queued` and due at
- * once with its attempt spent, or `Failed` at the cap. A row claimed by this boot id was cut off
- * by a lost lock (a database restart), not by a crash: it is given back, the attempt not counted,
- * so database blips never use up a job's attempts. One statement.
- *
- * @param _signal unused: one statement.
- * @param scope `"own"`: this boot id's rows only (the consumer's sweep after a claim whose reply was
- *   lost; lib/consumer.ts {@linkcode OrphanScope}).
- * @throws the database error (the consumer retries with backoff).
- */
-export async function recoverOrphans(
-  ctx: IngestionContext,
-  _signal: AbortSignal,
-  scope: OrphanScope = "all",
-): Promise<void> {
-  const rows = await ctx.sql<
-    { id: string; status: IngestionStatus; attempt_count: number; own: boolean }[]
-  >`
-    with orphans as (
-      select id, claimed_by is not distinct from ${ctx.bootId}::uuid as own
-      from ingestion_jobs
-      where status = 'Processing'
-        ${scope === "own" ? ctx.sql`and claimed_by = ${ctx.bootId}` : ctx.sql``}
-      for update
-    )
-    update ingestion_jobs j
-    set status = case when o.own or j.attempt_count < ${MAX_ATTEMPTS} then 'Queued' else 'Failed' end,
-        attempt_count = case when o.own then greatest(j.attempt_count - 1, 0) else j.attempt_count end,
-        error = case
-          when o.own then null
-          when j.attempt_count < ${MAX_ATTEMPTS} then 'interrupted: attempt ' || j.attempt_count
-            || ' of ' || ${MAX_ATTEMPTS}::int || ' stopped without finishing (consumer gone); will retry'
-          else 'interrupted: attempts exhausted (' || j.attempt_count || ' of ' || ${MAX_ATTEMPTS}::int
-            || '); the last run stopped without finishing' end,
-        run_after = case when o.own then j.run_after else now() end,
-        finished_at = case when o.own or j.attempt_count < ${MAX_ATTEMPTS} then null else now() end,
-        claimed_by = null, claimed_at = null, updated_at = now()
-    from orphans o
-    where j.id = o.id
-    returning j.id, j.status, j.attempt_count, o.own`;
-  for (const row of rows) {
-    ctx.log.warn(
-      { queue: name, id: row.id, status: row.status, own: row.own },
-      row.own ? "orphan given back (lock lost mid-run)" : "orphan recovered (its consumer is gone)",
-    );
-    ctx.events.publish({
-      queue: name,
-      id: row.id,
-      transition: row.own ? "given_back" : "recovered",
-      status: row.status,
-      attempt: row.attempt_count,
-    });
-  }
-}
-
-/**
- * Time until the earliest `Queued` job waiting on a future `run_after` (a transient retry)
- * becomes due, on the database clock; the consumer arms a wake for it.
- *
- * @returns ms from now, or null when no job waits for a future time.
- */
-export async function nextDueMs(ctx: IngestionContext): Promise<number | null> {
-  const [row] = await ctx.sql<{ ms: number | null }[]>`
-    select (extract(epoch from min(run_after) - now()) * 1000)::float8 as ms
-    from ingestion_jobs
-    where status = 'Queued' and run_after > now()`;
-  return row.ms;
-}
-
 /**
  * Claim the oldest runnable job: `Queued` and due, or `Processing` but stale and under the cap.
  * One statement, so the claim and the counted attempt commit together.
@@ -304,7 +164,7 @@ export async function claim(
     claimStatement(ctx, ctx.sql, lockHeld ?? ctx.sql`true`)
   }`;
   if (!job) return null;
-  publishClaimed(ctx, job);
+  publishClaimed(ctx, name, "Processing", job, job.runnable_for_s);
   return job;
 }
 
@@ -337,53 +197,6 @@ function claimStatement(ctx: IngestionContext, sql: Sql | TxSql, where: Fragment
     ) as runnable_for_s`;
 }
 
-function publishClaimed(ctx: IngestionContext, job: IngestionJob): void {
-  ctx.events.publish({
-    queue: name,
-    id: job.id,
-    transition: "claimed",
-    status: "Processing",
-    attempt: job.attempt_count,
-    runnableForS: job.runnable_for_s,
-  });
-}
-
-/**
- * Delete finished jobs (`Completed`, `Failed`) whose `finished_at` is more than
- * `INGESTION_RETENTION_DAYS` ago, {@linkcode PRUNE_BATCH} rows per statement, for at most
- * {@linkcode PRUNE_BUDGET_MS}; the rest waits for the next tick. The consumer calls it
- * on the poll tick, never before a claim. A `Failed` job past the retention goes too: its admin
- * retry with it. Does nothing when no retention is set.
- *
- * @param signal stops between batches (shutdown, a lost lock).
- * @throws the database error (the round backs off and the next tick tries again).
- */
-export async function prune(ctx: IngestionContext, signal: AbortSignal): Promise<void> {
-  const days = ctx.retentionDays;
-  if (!days) return;
-  const until = performance.now() + PRUNE_BUDGET_MS;
-  let deleted = 0;
-  while (!signal.aborted) {
-    // The outer conditions repeat the inner ones: a row an admin retried after the inner read is
-    // re-checked on its new version and kept.
-    const { count } = await ctx.sql`
-      delete from ingestion_jobs
-      where id = any(array(
-          select id from ingestion_jobs
-          where status in ('Completed', 'Failed')
-            and finished_at < now() - ${days} * interval '1 day'
-          order by finished_at
-          limit ${PRUNE_BATCH}))
-        and status in ('Completed', 'Failed')
-        and finished_at < now() - ${days} * interval '1 day'`;
-    deleted += count;
-    if (count < PRUNE_BATCH || performance.now() > until) break;
-  }
-  if (deleted > 0) {
-    ctx.log.info({ queue: name, deleted, retentionDays: days }, "finished jobs pruned");
-  }
-}
-
 /**
  * Give a claimed job back on shutdown: `Queued`, the attempt un-counted, no error text. One
  * set-based UPDATE fenced on the row as this run claimed it, so a claim that was lost (or never
@@ -413,22 +226,22 @@ export async function abandon(
   job: IngestionJob,
   reason: string,
 ): Promise<boolean> {
-  if (job.attempt_count >= MAX_ATTEMPTS) {
-    const error = `attempts exhausted (${job.attempt_count} of ${MAX_ATTEMPTS}): ${reason}`;
-    return await settle(
-      ctx,
-      job,
-      (sql) => sql`status = 'Failed', error = ${error}, finished_at = now()`,
-      { transition: "failed", status: "Failed", attempt: job.attempt_count, error },
-    );
-  }
-  const error = `attempt ${job.attempt_count} of ${MAX_ATTEMPTS} failed, will retry: ${reason}`;
-  return await settle(
-    ctx,
-    job,
-    (sql) => sql`status = 'Queued', error = ${error}, claimed_at = null, run_after = now()`,
-    { transition: "failed", status: "Queued", attempt: job.attempt_count, error },
-  );
+  return await retryUnderCap(job, MAX_ATTEMPTS, reason, {
+    fail: (error) =>
+      settle(
+        ctx,
+        job,
+        (sql) => sql`status = 'Failed', error = ${error}, finished_at = now()`,
+        { transition: "failed", status: "Failed", attempt: job.attempt_count, error },
+      ),
+    retry: (error) =>
+      settle(
+        ctx,
+        job,
+        (sql) => sql`status = 'Queued', error = ${error}, claimed_at = null, run_after = now()`,
+        { transition: "failed", status: "Queued", attempt: job.attempt_count, error },
+      ),
+  });
 }
 
 /**
@@ -480,23 +293,24 @@ export async function run(
     // An extractor may return a truncated result on cancel instead of throwing (ADR-022, the PDF
     // extractor): never save what a cancelled run produced.
     signal.throwIfAborted();
-    return await save(ctx, job, book, signal, claimNext);
+    return await complete(
+      ctx,
+      job,
+      book,
+      signal,
+      claimNext,
+      (sql, where) => claimStatement(ctx, sql, where),
+    );
   } catch (err) {
-    if (err instanceof ClaimLostError) {
-      ctx.log.warn({ queue: name, id: job.id }, "completion matched no row: the claim was lost");
-      return;
-    }
-    if (signal.aborted) {
-      if (!isRunTimeout(signal.reason)) throw signal.reason;
-      return await retryLater(ctx, job, signal.reason);
-    }
+    const fault = runFault(ctx, name, job.id, err, signal);
+    if (fault === "lost") return;
+    if (fault === "timeout") return await retryLater(ctx, job, signal.reason);
     if (err instanceof UnreadableBookError || err instanceof RangeError) {
       return await fail(ctx, job, err.message);
     }
     // SQLSTATE class 22 (data exception): the extracted text itself cannot be stored, and never
     // will be; retrying would only delay the same failure.
-    const code = (err as { code?: unknown }).code;
-    if (typeof code === "string" && code.startsWith("22")) {
+    if (isDataException(err)) {
       return await fail(
         ctx,
         job,
@@ -505,206 +319,6 @@ export async function run(
     }
     return await retryLater(ctx, job, err);
   }
-}
-
-/** What the completing statement answers: the fence, the saved edition, the chained job. */
-interface Saved {
-  /** The fence matched (the job was still this run's claim). */
-  fenced: boolean;
-  /** The saved edition; null only when the fence missed or a re-ingested edition is gone. */
-  edition_id: string | null;
-  asset_version: number | null;
-  /** A new edition (nothing of it can be on disk yet), not a re-ingest. */
-  created: boolean;
-  /** Rows the {@linkcode EditionSavedHook}'s statement returned. */
-  hooked: number;
-  /** The chained claim's job, all null when it claimed none. */
-  next_id: string | null;
-  next_source_path: string | null;
-  next_edition_id: string | null;
-  next_attempt_count: number | null;
-  next_claimed_by: string | null;
-  next_runnable_for_s: number | null;
-}
-
-async function save(
-  ctx: IngestionContext,
-  job: IngestionJob,
-  book: ExtractedBook,
-  signal: AbortSignal,
-  claimNext: ClaimNext | undefined,
-): Promise<IngestionJob | null | undefined> {
-  const resources = book.resources ?? [];
-  let chained = false;
-  const statement = (sql: Sql | TxSql) => {
-    const fence = claimNext?.(sql) ?? null;
-    chained = fence !== null;
-    return sql<Saved[]>`${saveStatement(ctx, sql, job, book, fence)}`;
-  };
-  // The statement writes nothing unless its fence matched and the edition was saved, so when
-  // either is missing there is nothing to roll back, even where it committed on its own.
-  const check = (saved: Saved): { id: string; assetVersion: number } => {
-    if (!saved.fenced) throw new ClaimLostError(`Lost the claim on ingestion job ${job.id}`);
-    // ingestion_jobs.edition_id references editions, so the edition cannot vanish under the job.
-    if (!saved.edition_id || saved.asset_version === null) {
-      throw new Error(`Cannot re-ingest: edition ${job.edition_id} does not exist`);
-    }
-    return { id: saved.edition_id, assetVersion: saved.asset_version };
-  };
-  let saved: Saved;
-  if (resources.length === 0) {
-    // Nothing else to write: the statement is the transaction.
-    [saved] = await runCancellable(ctx.sql, statement, signal);
-    check(saved);
-  } else {
-    saved = await transaction(ctx.sql, ctx.log, async (tx) => {
-      const [row] = await statement(tx.sql);
-      await saveResources(tx.sql, check(row).id, resources);
-      return row;
-    }, signal);
-  }
-  // Committed from here on.
-  const edition = check(saved);
-  ctx.onEditionSaved?.report(edition.id, saved.hooked);
-  try {
-    await publishAssets(
-      ctx,
-      edition.id,
-      edition.assetVersion,
-      book.chapters,
-      resources,
-      signal,
-      saved.created,
-    );
-  } catch (err) {
-    // The database holds the chapters: recover() rewrites the assets on the next poll tick.
-    if (signal.aborted) {
-      ctx.log.info(
-        { queue: name, edition: edition.id },
-        "asset write interrupted; it will be redone",
-      );
-    } else {
-      ctx.log.error(
-        { queue: name, edition: edition.id, err },
-        "asset write failed; it will be redone",
-      );
-    }
-  }
-  ctx.events.publish({
-    queue: name,
-    id: job.id,
-    transition: "completed",
-    status: "Completed",
-    attempt: job.attempt_count,
-  });
-  const next: IngestionJob | null = saved.next_id === null ? null : {
-    id: saved.next_id,
-    source_path: saved.next_source_path!,
-    edition_id: saved.next_edition_id,
-    attempt_count: saved.next_attempt_count!,
-    claimed_by: saved.next_claimed_by!,
-    runnable_for_s: saved.next_runnable_for_s,
-  };
-  if (next) publishClaimed(ctx, next);
-  ctx.log.info({ queue: name, id: job.id, chapters: book.chapters.length }, "job completed");
-  return chained ? next : undefined;
-}
-
-// The completing statement: fence, edition, chapters, `Completed`, the hook's part and the
-// chained claim, one round trip (it was nine statements in a transaction). Its parts, in
-// the order they take effect:
-// - `job`: the fence. It also row-locks the job, so a concurrent give-back waits and then matches
-//   nothing, instead of un-counting a completed job. Every write below depends on it.
-// - `created` / `updated`: a new edition (asset version 1) or the re-ingested one (version + 1),
-//   with what the chapters alone do not hold (language, direction, warnings; and the
-//   licence, kept beside the chapters, never in them).
-// - `chapters`: one row per chapter from two arrays (no per-row parameters, so a 2,000-chapter
-//   book is one statement too). A re-ingest overwrites positions it has, and `tail` deletes the
-//   positions past its end: no row is both deleted and inserted by this one statement, whose
-//   parts all see the same snapshot (a delete-then-insert of one key here would collide).
-// - `stale_resources`: a re-ingest's old resources; new ones are inserted after this statement,
-//   in the same transaction.
-// - `completed`: the job's own row, which names the edition it made.
-// - `hooked`: the part another queue adds (auto-publish creates the edition's job).
-// - `next`: the chained claim, under the lock's fence (`false` when not chaining), and only once
-//   `completed` matched: the `exists` is evaluated before the claim's scan, so `completed` has
-//   run by then, and the claim's `for update` skips the row this statement updated — the stale
-//   branch can never hand back this very job (tests/lib/cost_test.ts).
-function saveStatement(
-  ctx: IngestionContext,
-  sql: Sql | TxSql,
-  job: IngestionJob,
-  book: ExtractedBook,
-  fence: Fragment | null,
-): Fragment {
-  const warnings = (book.warnings ?? []).map(({ kind, message }) => ({ kind, message }));
-  const editionId = job.edition_id;
-  const chained = fence ? sql`${fence} and exists (select from completed)` : sql`false`;
-  const hook = ctx.onEditionSaved?.statement(sql, sql`(select id from edition)`) ??
-    sql`select where false`;
-  return sql`
-    with job as (
-      select id from ingestion_jobs
-      where id = ${job.id} and status = 'Processing' and attempt_count = ${job.attempt_count}
-        and claimed_by = ${job.claimed_by}
-      for update
-    ),
-    created as (
-      insert into editions
-        (title, author, format, language, direction, warnings, licence, asset_version)
-      select ${book.title}, ${book.author}, ${book.format}, ${book.language ?? null},
-             ${book.direction ?? null}, ${sql.json(warnings)}, ${book.licence ?? null}, 1
-      from job where ${editionId}::bigint is null
-      returning id, asset_version
-    ),
-    updated as (
-      update editions
-      set title = ${book.title}, author = ${book.author}, format = ${book.format},
-          language = ${book.language ?? null}, direction = ${book.direction ?? null},
-          warnings = ${sql.json(warnings)}, licence = ${book.licence ?? null},
-          asset_version = asset_version + 1, updated_at = now()
-      where id = ${editionId}::bigint and exists (select from job)
-      returning id, asset_version
-    ),
-    edition as (
-      select id, asset_version, true as created from created
-      union all
-      select id, asset_version, false from updated
-    ),
-    chapters as (
-      insert into chapters (edition_id, position, title, html)
-      select edition.id, c.position::int, c.title, c.html
-      from edition,
-        unnest(${sql.array(book.chapters.map((c) => c.title))}::text[],
-               ${sql.array(book.chapters.map((c) => c.html))}::text[])
-          with ordinality as c(title, html, position)
-      on conflict (edition_id, position) do update set title = excluded.title, html = excluded.html
-    ),
-    tail as (
-      delete from chapters
-      where edition_id = (select id from updated) and position > ${book.chapters.length}
-    ),
-    stale_resources as (
-      delete from resources where edition_id = (select id from updated)
-    ),
-    completed as (
-      update ingestion_jobs j
-      set status = 'Completed', error = null, claimed_by = null, finished_at = now(),
-          updated_at = now(), edition_id = edition.id
-      from edition
-      where j.id = (select id from job)
-      returning j.id
-    ),
-    hooked as (${hook}),
-    next as (${claimStatement(ctx, sql, chained)})
-    select exists (select from job) as fenced, edition.id as edition_id, edition.asset_version,
-           coalesce(edition.created, false) as created, (select count(*)::int from hooked) as hooked,
-           next.id as next_id, next.source_path as next_source_path,
-           next.edition_id as next_edition_id, next.attempt_count as next_attempt_count,
-           next.claimed_by as next_claimed_by, next.runnable_for_s as next_runnable_for_s
-    from (select) as one
-      left join edition on true
-      left join next on true`;
 }
 
 type TxFragment = ReturnType<TxSql>;
@@ -743,21 +357,21 @@ async function fail(ctx: IngestionContext, job: IngestionJob, why: string): Prom
 // under the cap, then Failed with the last fault as the reason.
 async function retryLater(ctx: IngestionContext, job: IngestionJob, err: unknown): Promise<void> {
   const detail = jobError(err instanceof Error ? err.message : String(err), ctx.storageDir);
-  if (job.attempt_count >= MAX_ATTEMPTS) {
-    const reason = `attempts exhausted (${job.attempt_count} of ${MAX_ATTEMPTS}): ${detail}`;
-    return await fail(ctx, job, reason);
-  }
-  const reason = `attempt ${job.attempt_count} of ${MAX_ATTEMPTS} failed, will retry: ${detail}`;
-  const delayMs = RETRY_DELAY_MS * job.attempt_count;
-  const queued = await settle(
-    ctx,
-    job,
-    (sql) =>
-      sql`status = 'Queued', error = ${reason}, claimed_at = null,
-          run_after = now() + ${delayMs} * interval '1 millisecond'`,
-    { transition: "failed", status: "Queued", attempt: job.attempt_count, error: reason },
-  );
-  if (queued) {
-    ctx.log.warn({ queue: name, id: job.id, err: detail, delayMs }, "job will be retried");
-  }
+  await retryUnderCap(job, MAX_ATTEMPTS, detail, {
+    fail: (reason) => fail(ctx, job, reason),
+    retry: async (reason) => {
+      const delayMs = RETRY_DELAY_MS * job.attempt_count;
+      const queued = await settle(
+        ctx,
+        job,
+        (sql) =>
+          sql`status = 'Queued', error = ${reason}, claimed_at = null,
+              run_after = now() + ${delayMs} * interval '1 millisecond'`,
+        { transition: "failed", status: "Queued", attempt: job.attempt_count, error: reason },
+      );
+      if (queued) {
+        ctx.log.warn({ queue: name, id: job.id, err: detail, delayMs }, "job will be retried");
+      }
+    },
+  });
 }

@@ -38,7 +38,14 @@
  */
 import type { QueueDefaults } from "../../lib/config.ts";
 import { type Fragment, transaction } from "../../lib/db.ts";
-import { CANCELLED, type ClaimedJob, isRunTimeout, type QueueContext } from "../../lib/queue.ts";
+import { CANCELLED, type ClaimedJob, type QueueContext } from "../../lib/queue.ts";
+import {
+  claimed,
+  ClaimLostError,
+  publishCompleted,
+  publishRecovered,
+  runFault,
+} from "../../lib/queue_flow.ts";
 // The renderer (htmlparser2, dom-serializer, Hono's JSX: about 6 MB) is loaded by the first
 // render, not at startup.
 import { buildsDir, finishBuild, pruneBuilds, startBuild, switchLive } from "../../site/builds.ts";
@@ -115,11 +122,6 @@ export interface SsgListRow extends SsgJobRow {
   subject: string;
 }
 
-/** Thrown inside the completing transaction when its fence matched no row: the claim was lost. */
-class ClaimLostError extends Error {
-  override name = "ClaimLostError";
-}
-
 // --- Enqueue, read, admin retry (the API's statements) ---
 
 /**
@@ -133,17 +135,7 @@ export async function recover(ctx: SsgContext, _signal: AbortSignal): Promise<vo
         updated_at = now()
     where status = 'Running'
     returning id, attempt_count`;
-  for (const row of rows) {
-    ctx.log.warn({ queue: name, id: row.id }, "interrupted job failed");
-    ctx.events.publish({
-      queue: name,
-      id: row.id,
-      transition: "recovered",
-      status: "Failed",
-      attempt: row.attempt_count,
-      error: INTERRUPTED,
-    });
-  }
+  publishRecovered(ctx, name, rows, "Failed", "interrupted job failed", INTERRUPTED);
 }
 
 /**
@@ -189,17 +181,7 @@ export async function claim(ctx: SsgContext, lockHeld?: Fragment): Promise<SsgJo
       select extract(epoch from now() - o.updated_at)::float8
       from ssg_rebuild_jobs o where o.id = ssg_rebuild_jobs.id and o.status = 'Queued'
     ) as runnable_for_s`;
-  if (!row) return null;
-  const { runnable_for_s, ...job } = row;
-  ctx.events.publish({
-    queue: name,
-    id: job.id,
-    transition: "claimed",
-    status: "Running",
-    attempt: job.attempt_count,
-    runnableForS: runnable_for_s,
-  });
-  return job;
+  return claimed(ctx, name, "Running", row);
 }
 
 /**
@@ -299,12 +281,9 @@ export async function run(ctx: SsgContext, job: SsgJob, signal: AbortSignal): Pr
     ctx.log.info({ queue: name, id: job.id, build, previous, pruned, ...summary }, "site rebuilt");
   } catch (err) {
     if (unfinished) await Deno.remove(unfinished, { recursive: true }).catch(() => {});
-    if (err instanceof ClaimLostError) {
-      ctx.log.warn({ queue: name, id: job.id }, "completion matched no row: the claim was lost");
-      return;
-    }
-    if (signal.aborted) {
-      if (!isRunTimeout(signal.reason)) throw signal.reason;
+    const fault = runFault(ctx, name, job.id, err, signal);
+    if (fault === "lost") return;
+    if (fault === "timeout") {
       await fail(ctx, job, `Render exceeded SSG_TIMEOUT_MS: ${signal.reason.message}`);
       return;
     }
@@ -335,15 +314,7 @@ async function complete(ctx: SsgContext, job: SsgJob, build: string): Promise<st
         and claimed_by = ${job.claimed_by}`;
     if (fenced.count === 0) throw new ClaimLostError(`Lost the claim on ssg job ${job.id}`);
     const previous = await switchLive(ctx.siteDir, build);
-    tx.afterCommit(() =>
-      ctx.events.publish({
-        queue: name,
-        id: job.id,
-        transition: "completed",
-        status: "Completed",
-        attempt: job.attempt_count,
-      })
-    );
+    tx.afterCommit(() => publishCompleted(ctx, name, job));
     return previous;
   });
 }

@@ -28,21 +28,19 @@
  *
  * @module
  */
-import { join } from "node:path";
 import type { QueueDefaults } from "../../lib/config.ts";
-import { type Fragment, transaction, type TxSql } from "../../lib/db.ts";
+import type { Fragment, TxSql } from "../../lib/db.ts";
 import type { JobEvent } from "../../lib/events.ts";
-import {
-  CANCELLED,
-  type ClaimedJob,
-  isRunTimeout,
-  type OrphanScope,
-  type QueueContext,
-  settleClaim,
-} from "../../lib/queue.ts";
-import { extractBook, type ExtractedBook, UnreadableBookError } from "../../books/extract.ts";
+import { CANCELLED, type ClaimedJob, type QueueContext, settleClaim } from "../../lib/queue.ts";
+import { claimed, isDataException, retryUnderCap, runFault } from "../../lib/queue_flow.ts";
+import { extractBook, UnreadableBookError } from "../../books/extract.ts";
 import { resolveSourceFile } from "../../books/source_path.ts";
 import { jobError } from "../../lib/job_error.ts";
+import { save, writeChapterAssets } from "./_library.ts";
+
+export { ClaimLostError } from "../../lib/queue_flow.ts";
+export { userBookDir } from "./_library.ts";
+export { recover, recoverOrphans } from "./_recovery.ts";
 
 /** Queue name used in logs, events and the lock key. */
 export const name = "user_ingestion";
@@ -129,121 +127,6 @@ export interface UserBookRow {
   updated_at: Date;
 }
 
-/** Thrown inside the completing transaction when its fence matched no row: the claim was lost. */
-export class ClaimLostError extends Error {
-  override name = "ClaimLostError";
-}
-
-/** The directory of a user book's chapter assets: `<storage>/user-books/<id>/`. */
-export function userBookDir(storageDir: string, userBookId: string): string {
-  return join(storageDir, "user-books", userBookId);
-}
-
-// --- Enqueue, read, admin retry (the API's statements) ---
-
-/**
- * Fail stale rows at the attempts cap, and their user books with {@linkcode INTERRUPTED_MESSAGE}
- * (the crashes were not the file's fault). One statement; below the cap a stale row is left to
- * {@linkcode claim}. Runs on every wake.
- */
-export async function recover(ctx: UserIngestionContext, _signal: AbortSignal): Promise<void> {
-  const rows = await ctx.sql<{ id: string; attempt_count: number }[]>`
-    with failed as (
-      update user_ingestion_jobs
-      set status = 'Failed', claimed_by = null, finished_at = now(), updated_at = now(),
-          error = 'interrupted: attempts exhausted (' || attempt_count || ' of '
-                  || ${MAX_ATTEMPTS}::int || '); the last run stopped without finishing'
-      where status = 'Processing'
-        and claimed_at < now() - ${ctx.staleAfterMs} * interval '1 millisecond'
-        and attempt_count >= ${MAX_ATTEMPTS}
-      returning id, user_book_id, attempt_count
-    ), books as (
-      update user_books set status = 'Failed', error = ${INTERRUPTED_MESSAGE}, updated_at = now()
-      where id in (select user_book_id from failed) and status = 'Processing'
-    )
-    select id, attempt_count from failed`;
-  for (const row of rows) {
-    ctx.log.warn({ queue: name, id: row.id }, "stale job failed at the attempts cap");
-    publishRecovered(ctx, row.id, "Failed", row.attempt_count);
-  }
-}
-
-/**
- * Orphan recovery, run once each time the consumer takes the queue lock: with the lock held,
- * nothing of this queue can be in flight, so every `Processing` row is orphaned (ADR-022: "in
- * flight at my startup" already means orphaned). A row claimed by this same boot (a lost lock
- * whose give-back did not land) is given back, its attempt not counted. A row claimed by another
- * boot follows the crash rule: its attempt is spent; `Queued` under the cap, else `Failed`, its
- * book with {@linkcode INTERRUPTED_MESSAGE}. One transaction.
- */
-export async function recoverOrphans(
-  ctx: UserIngestionContext,
-  _signal: AbortSignal,
-  scope: OrphanScope = "all",
-): Promise<void> {
-  const recovered = await transaction(ctx.sql, ctx.log, async (tx) => {
-    const givenBack = await tx.sql<{ id: string; attempt_count: number }[]>`
-      update user_ingestion_jobs
-      set status = 'Queued', attempt_count = attempt_count - 1, error = null, claimed_by = null,
-          claimed_at = null, updated_at = now()
-      where status = 'Processing' and claimed_by = ${ctx.bootId}
-      returning id, attempt_count`;
-    // Scope "own" (a claim whose reply was lost): another boot's row may be a standby's live claim.
-    if (scope === "own") return { givenBack, requeued: [], failed: [] };
-    const requeued = await tx.sql<{ id: string; attempt_count: number }[]>`
-      update user_ingestion_jobs
-      set status = 'Queued', claimed_by = null, claimed_at = null, run_after = now(),
-          updated_at = now(),
-          error = 'interrupted: attempt ' || attempt_count || ' of ' || ${MAX_ATTEMPTS}::int
-                  || ' stopped without finishing (consumer restarted); will retry'
-      where status = 'Processing' and claimed_by is distinct from ${ctx.bootId}
-        and attempt_count < ${MAX_ATTEMPTS}
-      returning id, attempt_count`;
-    const failed = await tx.sql<{ id: string; attempt_count: number }[]>`
-      with failed as (
-        update user_ingestion_jobs
-        set status = 'Failed', claimed_by = null, finished_at = now(), updated_at = now(),
-            error = 'interrupted: attempts exhausted (' || attempt_count || ' of '
-                    || ${MAX_ATTEMPTS}::int || '); the last run stopped without finishing'
-        where status = 'Processing' and claimed_by is distinct from ${ctx.bootId}
-          and attempt_count >= ${MAX_ATTEMPTS}
-        returning id, user_book_id, attempt_count
-      ), books as (
-        update user_books set status = 'Failed', error = ${INTERRUPTED_MESSAGE}, updated_at = now()
-        where id in (select user_book_id from failed) and status = 'Processing'
-      )
-      select id, attempt_count from failed`;
-    return { givenBack, requeued, failed };
-  });
-  for (const row of recovered.givenBack) {
-    ctx.log.info({ queue: name, id: row.id }, "orphaned job of this boot given back");
-    ctx.events.publish({
-      queue: name,
-      id: row.id,
-      transition: "given_back",
-      status: "Queued",
-      attempt: row.attempt_count,
-    });
-  }
-  for (const row of recovered.requeued) {
-    ctx.log.warn({ queue: name, id: row.id }, "orphaned job requeued, attempt spent");
-    publishRecovered(ctx, row.id, "Queued", row.attempt_count);
-  }
-  for (const row of recovered.failed) {
-    ctx.log.warn({ queue: name, id: row.id }, "orphaned job failed at the attempts cap");
-    publishRecovered(ctx, row.id, "Failed", row.attempt_count);
-  }
-}
-
-function publishRecovered(
-  ctx: QueueContext,
-  id: string,
-  status: UserIngestionStatus,
-  attempt: number,
-): void {
-  ctx.events.publish({ queue: name, id, transition: "recovered", status, attempt });
-}
-
 /**
  * Claim the oldest runnable job: `Queued` and due, or `Processing` but stale and under the cap.
  * One statement, so the claim and the counted attempt commit together; the scalar
@@ -279,17 +162,7 @@ export async function claim(
       select extract(epoch from now() - greatest(o.run_after, o.updated_at))::float8
       from user_ingestion_jobs o where o.id = user_ingestion_jobs.id and o.status = 'Queued'
     ) as runnable_for_s`;
-  if (!row) return null;
-  const { runnable_for_s, ...job } = row;
-  ctx.events.publish({
-    queue: name,
-    id: job.id,
-    transition: "claimed",
-    status: "Processing",
-    attempt: job.attempt_count,
-    runnableForS: runnable_for_s,
-  });
-  return job;
+  return claimed(ctx, name, "Processing", row);
 }
 
 /**
@@ -356,91 +229,19 @@ export async function run(
     await writeChapterAssets(ctx.storageDir, job.user_book_id, book, signal);
     await save(ctx, job, book, signal);
   } catch (err) {
-    if (err instanceof ClaimLostError) {
-      ctx.log.warn({ queue: name, id: job.id }, "completion matched no row: the claim was lost");
-      return;
-    }
-    if (signal.aborted) {
-      if (!isRunTimeout(signal.reason)) throw signal.reason;
-      return await retryLater(ctx, job, signal.reason);
-    }
+    const fault = runFault(ctx, name, job.id, err, signal);
+    if (fault === "lost") return;
+    if (fault === "timeout") return await retryLater(ctx, job, signal.reason);
     if (err instanceof UnreadableBookError) {
       return await fail(ctx, job, err.message, PARSE_FAILED_MESSAGE);
     }
     // Permanent, but not the file's fault as far as the reader can tell: a path outside
     // STORAGE_DIR (RangeError), or text Postgres cannot store (SQLSTATE class 22).
-    const code = (err as { code?: unknown }).code;
-    if (err instanceof RangeError || (typeof code === "string" && code.startsWith("22"))) {
+    if (err instanceof RangeError || isDataException(err)) {
       return await fail(ctx, job, (err as Error).message, INTERRUPTED_MESSAGE);
     }
     return await retryLater(ctx, job, err);
   }
-}
-
-async function writeChapterAssets(
-  storageDir: string,
-  userBookId: string,
-  book: ExtractedBook,
-  signal: AbortSignal,
-): Promise<void> {
-  const dir = userBookDir(storageDir, userBookId);
-  await Deno.mkdir(dir, { recursive: true });
-  for (const [i, chapter] of book.chapters.entries()) {
-    signal.throwIfAborted();
-    const staging = join(dir, `.${i + 1}.html-${crypto.randomUUID()}`);
-    await Deno.writeTextFile(staging, chapter.html);
-    await Deno.rename(staging, join(dir, `${i + 1}.html`));
-  }
-}
-
-async function save(
-  ctx: UserIngestionContext,
-  job: UserIngestionJob,
-  book: ExtractedBook,
-  signal: AbortSignal,
-): Promise<void> {
-  await transaction(ctx.sql, ctx.log, async (tx) => {
-    // The fence first: it also row-locks the job, so a concurrent give-back waits and then
-    // matches nothing, instead of un-counting a completed job.
-    const fenced = await tx.sql`
-      update user_ingestion_jobs
-      set status = 'Completed', error = null, claimed_by = null, finished_at = now(),
-          updated_at = now()
-      where id = ${job.id} and status = 'Processing' and attempt_count = ${job.attempt_count}
-        and claimed_by = ${job.claimed_by}`;
-    if (fenced.count === 0) {
-      throw new ClaimLostError(`Lost the claim on user ingestion job ${job.id}`);
-    }
-    await tx.sql`delete from user_chapters where user_book_id = ${job.user_book_id}`;
-    const rows = book.chapters.map((c, i) => ({
-      user_book_id: job.user_book_id,
-      position: i + 1,
-      title: c.title,
-      html: c.html,
-    }));
-    for (let i = 0; i < rows.length; i += 500) {
-      await tx.sql`insert into user_chapters ${tx.sql(rows.slice(i, i + 500))}`;
-    }
-    // Ready and enrichment Pending in one statement of this commit; the statement's
-    // NOTIFY on <schema>.user_books wakes the enricher once it commits.
-    await tx.sql`
-      update user_books
-      set status = 'Ready', error = null, title = ${book.title}, author = ${book.author},
-          format = ${book.format}, updated_at = now(),
-          metadata_enrichment_status = 'Pending', metadata_enrichment_attempt_count = 0,
-          metadata_enrichment_error = null
-      where id = ${job.user_book_id}`;
-    tx.afterCommit(() =>
-      ctx.events.publish({
-        queue: name,
-        id: job.id,
-        transition: "completed",
-        status: "Completed",
-        attempt: job.attempt_count,
-      })
-    );
-  }, signal);
-  ctx.log.info({ queue: name, id: job.id, chapters: book.chapters.length }, "job completed");
 }
 
 type TxFragment = ReturnType<TxSql>;
@@ -495,22 +296,22 @@ async function retryLater(
   err: unknown,
 ): Promise<void> {
   const detail = jobError(err instanceof Error ? err.message : String(err), ctx.storageDir);
-  if (job.attempt_count >= MAX_ATTEMPTS) {
-    const reason = `attempts exhausted (${job.attempt_count} of ${MAX_ATTEMPTS}): ${detail}`;
-    return await fail(ctx, job, reason, INTERRUPTED_MESSAGE);
-  }
-  const reason = `attempt ${job.attempt_count} of ${MAX_ATTEMPTS} failed, will retry: ${detail}`;
-  const delayMs = RETRY_DELAY_MS * job.attempt_count;
-  const queued = await settle(
-    ctx,
-    job,
-    (sql) =>
-      sql`status = 'Queued', error = ${reason}, claimed_at = null,
-          run_after = now() + ${delayMs} * interval '1 millisecond'`,
-    null,
-    { transition: "failed", status: "Queued", attempt: job.attempt_count, error: reason },
-  );
-  if (queued) {
-    ctx.log.warn({ queue: name, id: job.id, err: detail, delayMs }, "job will be retried");
-  }
+  await retryUnderCap(job, MAX_ATTEMPTS, detail, {
+    fail: (reason) => fail(ctx, job, reason, INTERRUPTED_MESSAGE),
+    retry: async (reason) => {
+      const delayMs = RETRY_DELAY_MS * job.attempt_count;
+      const queued = await settle(
+        ctx,
+        job,
+        (sql) =>
+          sql`status = 'Queued', error = ${reason}, claimed_at = null,
+              run_after = now() + ${delayMs} * interval '1 millisecond'`,
+        null,
+        { transition: "failed", status: "Queued", attempt: job.attempt_count, error: reason },
+      );
+      if (queued) {
+        ctx.log.warn({ queue: name, id: job.id, err: detail, delayMs }, "job will be retried");
+      }
+    },
+  });
 }
