@@ -9,7 +9,8 @@
  */
 import type { LocalMetadata } from "./_local.ts";
 import type { RemoteMetadata } from "./_remote.ts";
-import { type EnrichmentContext, type EnrichmentJob, name } from "./mod.ts";
+import type { EnrichmentContext, EnrichmentJob } from "./mod.ts";
+import { name } from "./_constants.ts";
 
 /** Characters of the book's text sent to the remote engine. */
 export const EXCERPT_CHARS = 12_000;

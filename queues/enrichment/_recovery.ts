@@ -8,7 +8,8 @@
  */
 import { transaction } from "../../lib/db.ts";
 import type { OrphanScope } from "../../lib/queue.ts";
-import { type EnrichmentContext, type EnrichmentStatus, MAX_ATTEMPTS, name } from "./mod.ts";
+import type { EnrichmentContext, EnrichmentStatus } from "./mod.ts";
+import { MAX_ATTEMPTS, name } from "./_constants.ts";
 
 /**
  * Stale recovery, on every wake: `Running` started more than `staleAfterMs` ago → `Pending` with

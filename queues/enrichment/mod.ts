@@ -40,13 +40,13 @@ import { claimed, retryUnderCap, runFault } from "../../lib/queue_flow.ts";
 import { enrich, type Metadata, type TokenTally } from "./_metadata.ts";
 import type { RemoteEngine } from "./_settings.ts";
 import { jobError } from "../../lib/job_error.ts";
+import { MAX_ATTEMPTS, name } from "./_constants.ts";
 
+export { MAX_ATTEMPTS, name } from "./_constants.ts";
 export { EXCERPT_CHARS, type Metadata, tokensUsed, type TokenTally } from "./_metadata.ts";
 export { readRemoteSettings, type RemoteEngine, remoteEngine } from "./_settings.ts";
 export { recover, recoverOrphans } from "./_recovery.ts";
 
-/** Queue name used in logs, events and the lock key. */
-export const name = "enrichment";
 /** The queue's table; NOTIFY channel `<schema>.user_books`. */
 export const table = "user_books";
 /**
@@ -58,8 +58,6 @@ export const defaults: QueueDefaults = {
   staleAfterMs: 600_000,
   timeoutMs: 180_000,
 };
-/** Attempts before enrichment is `Failed` for good. */
-export const MAX_ATTEMPTS = 3;
 
 /** Statuses of `user_books.metadata_enrichment_status`. */
 export type EnrichmentStatus = "Pending" | "Running" | "Completed" | "Failed";

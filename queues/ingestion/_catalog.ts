@@ -13,7 +13,8 @@ import { ClaimLostError, publishClaimed, publishCompleted } from "../../lib/queu
 import type { ExtractedBook } from "../../books/extract.ts";
 import { publishAssets } from "./_assets.ts";
 import { saveResources } from "./_fidelity.ts";
-import { type IngestionContext, type IngestionJob, name } from "./mod.ts";
+import type { IngestionContext, IngestionJob } from "./mod.ts";
+import { name } from "./_constants.ts";
 
 /**
  * A part of the completing statement that another queue adds (auto-publish creates the

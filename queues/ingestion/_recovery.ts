@@ -10,7 +10,8 @@
 import type { OrphanScope } from "../../lib/queue.ts";
 import { publishRecovered } from "../../lib/queue_flow.ts";
 import { REPAIR_BUDGET_MS, repairAssets } from "./_assets.ts";
-import { type IngestionContext, type IngestionStatus, MAX_ATTEMPTS, name } from "./mod.ts";
+import type { IngestionContext, IngestionStatus } from "./mod.ts";
+import { MAX_ATTEMPTS, name } from "./_constants.ts";
 
 /**
  * Fail stale rows at the attempts cap, and rewrite chapter assets whose post-commit write was cut

@@ -4,7 +4,8 @@
  *
  * @module
  */
-import { type IngestionContext, name } from "./mod.ts";
+import type { IngestionContext } from "./mod.ts";
+import { name } from "./_constants.ts";
 
 /** Finished jobs deleted per statement by {@linkcode prune}. */
 export const PRUNE_BATCH = 500;

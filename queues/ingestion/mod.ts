@@ -59,14 +59,14 @@ import { extractBook, type ExtractedBook, UnreadableBookError } from "../../book
 import { complete, type EditionSavedHook } from "./_catalog.ts";
 import { resolveSourceFile } from "../../books/source_path.ts";
 import { jobError } from "../../lib/job_error.ts";
+import { MAX_ATTEMPTS, name } from "./_constants.ts";
 
+export { MAX_ATTEMPTS, name } from "./_constants.ts";
 export { ClaimLostError } from "../../lib/queue_flow.ts";
 export type { EditionSavedHook } from "./_catalog.ts";
 export { nextDueMs, recover, recoverOrphans } from "./_recovery.ts";
 export { prune, PRUNE_BATCH, PRUNE_BUDGET_MS } from "./_retention.ts";
 
-/** Queue name used in logs, events and the lock key. */
-export const name = "ingestion";
 /** The queue table; NOTIFY channel `<schema>.ingestion_jobs`. */
 export const table = "ingestion_jobs";
 /**
@@ -82,8 +82,6 @@ export const defaults: QueueDefaults = {
 };
 /** {@linkcode recover} runs at lock acquisition and on the poll tick (see the module comment). */
 export const recoverOn: RecoverOn = "poll";
-/** Attempts before a job is `Failed` for good (ADR-022: "3, then Failed"). */
-export const MAX_ATTEMPTS = 3;
 /** Delay before a transient failure is retried, in ms, per attempt already made. */
 export const RETRY_DELAY_MS = 5000;
 

@@ -10,7 +10,8 @@ import { join } from "node:path";
 import { transaction } from "../../lib/db.ts";
 import { ClaimLostError, publishCompleted } from "../../lib/queue_flow.ts";
 import type { ExtractedBook } from "../../books/extract.ts";
-import { name, type UserIngestionContext, type UserIngestionJob } from "./mod.ts";
+import type { UserIngestionContext, UserIngestionJob } from "./mod.ts";
+import { name } from "./_constants.ts";
 
 /** The directory of a user book's chapter assets: `<storage>/user-books/<id>/`. */
 export function userBookDir(storageDir: string, userBookId: string): string {

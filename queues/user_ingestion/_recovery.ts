@@ -9,7 +9,8 @@
 import { transaction } from "../../lib/db.ts";
 import { type OrphanScope } from "../../lib/queue.ts";
 import { publishRecovered } from "../../lib/queue_flow.ts";
-import { INTERRUPTED_MESSAGE, MAX_ATTEMPTS, name, type UserIngestionContext } from "./mod.ts";
+import type { UserIngestionContext } from "./mod.ts";
+import { INTERRUPTED_MESSAGE, MAX_ATTEMPTS, name } from "./_constants.ts";
 
 /**
  * Fail stale rows at the attempts cap, and their user books with {@linkcode INTERRUPTED_MESSAGE}

@@ -37,13 +37,13 @@ import { extractBook, UnreadableBookError } from "../../books/extract.ts";
 import { resolveSourceFile } from "../../books/source_path.ts";
 import { jobError } from "../../lib/job_error.ts";
 import { save, writeChapterAssets } from "./_library.ts";
+import { INTERRUPTED_MESSAGE, MAX_ATTEMPTS, name } from "./_constants.ts";
 
+export { INTERRUPTED_MESSAGE, MAX_ATTEMPTS, name } from "./_constants.ts";
 export { ClaimLostError } from "../../lib/queue_flow.ts";
 export { userBookDir } from "./_library.ts";
 export { recover, recoverOrphans } from "./_recovery.ts";
 
-/** Queue name used in logs, events and the lock key. */
-export const name = "user_ingestion";
 /** The queue table; NOTIFY channel `<schema>.user_ingestion_jobs`. */
 export const table = "user_ingestion_jobs";
 /**
@@ -55,16 +55,11 @@ export const defaults: QueueDefaults = {
   staleAfterMs: 120_000,
   timeoutMs: 300_000,
 };
-/** Attempts before a job is `Failed` for good (ADR-022 row 2: 3). */
-export const MAX_ATTEMPTS = 3;
 /** Delay before a transient failure is retried, in ms, per attempt already made. */
 export const RETRY_DELAY_MS = 5000;
 /** The reader's message for a file that cannot be read as a book. */
 export const PARSE_FAILED_MESSAGE =
   "Could not read this file. It may be corrupted or password-protected.";
-/** The reader's message when attempts ran out for a reason that is not the file's. */
-export const INTERRUPTED_MESSAGE =
-  "We could not finish processing this file. Please try again later.";
 
 /** The reader's message for a book whose processing an admin cancelled. */
 export const CANCELLED_MESSAGE = "Processing of this file was cancelled.";
