@@ -2,7 +2,7 @@
  * Operator control of the queues across every instance on one database: pauses and cancel
  * requests.
  *
- * - A pause is a row of `queue_pauses` (sql/010_operations.sql), so it is persisted and survives
+ * - A pause is a row of `queue_pauses` (sql/012_operations.sql), so it is persisted and survives
  *   restarts. Its trigger announces every change on the channel `<schema>.queue_control` as
  *   `{"pause": "<queue>"}`; each instance's {@linkcode QueueControl} re-reads the table then (and
  *   on every re-listen, and every `refreshMs` in case a notification was lost), so a pause takes

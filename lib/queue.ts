@@ -178,7 +178,7 @@ export function isRunTimeout(reason: unknown): boolean {
  * The error an admin cancel writes on the job it ends `Failed` (a `Queued` job at once, a running
  * one once its run has stopped), so ADR-022's "Failed is terminal until an admin retry" holds and
  * a retry brings it back. The attempt history records it as outcome `cancelled`
- * (sql/010_operations.sql).
+ * (sql/012_operations.sql).
  */
 export const CANCELLED = "cancelled by admin";
 

@@ -1,7 +1,7 @@
 -- The per-job cost at its floor: indexes that keep the ingestion sweeps independent of the
 -- backlog, and NOTIFY triggers that cost nothing on the writes that cannot wake anyone.
 
--- The stale sweep (queues/ingestion/mod.ts recover(), at lock acquisition and on the poll tick) reads
+-- The stale sweep (queues/ingestion/_recovery.ts recover(), at lock acquisition and on the poll tick) reads
 -- only Processing rows, at most a handful: with 100,000 Queued rows it used to walk them all
 -- through ingestion_jobs_claimable (3.8 ms with 20,000 queued).
 create index ingestion_jobs_processing on ingestion_jobs (claimed_at) where status = 'Processing';
@@ -14,7 +14,7 @@ create index ingestion_jobs_processing on ingestion_jobs (claimed_at) where stat
 -- 14.2 on an empty table, and 17.5 against 15.5 with this. New pages only: no rewrite.
 alter table ingestion_jobs set (fillfactor = 80);
 
--- Retention (INGESTION_RETENTION_DAYS, queues/ingestion/mod.ts prune()): the oldest finished jobs,
+-- Retention (INGESTION_RETENTION_DAYS, queues/ingestion/_retention.ts prune()): the oldest finished jobs,
 -- found without reading the rest of the table, however many finished rows it holds.
 create index ingestion_jobs_finished on ingestion_jobs (finished_at)
   where status in ('Completed', 'Failed');

@@ -17,7 +17,7 @@ import { Layout, time } from "./pages.tsx";
 const isoTime = (value: unknown): string =>
   typeof value === "string" && !Number.isNaN(Date.parse(value)) ? time(new Date(value)) : "—";
 
-/** One ended attempt as the job row holds it (sql/010_operations.sql). */
+/** One ended attempt as the job row holds it (sql/012_operations.sql). */
 interface AttemptRow {
   attempt: number;
   started_at: string | null;

@@ -100,7 +100,7 @@ export interface AutoPublishJobRow {
   finished_at: Date | null;
   created_at: Date;
   updated_at: Date;
-  /** Every attempt that ended, oldest first (the last 20; sql/010_operations.sql). */
+  /** Every attempt that ended, oldest first (the last 20; sql/012_operations.sql). */
   attempts: unknown[];
   /** Set by an admin cancel (the breaker skips the job); null otherwise. */
   cancelled_at: Date | null;

@@ -88,7 +88,7 @@ export interface EnrichmentView {
   error: string | null;
   started_at: Date | null;
   finished_at: Date | null;
-  /** Every attempt that ended, oldest first (the last 20; sql/010_operations.sql). */
+  /** Every attempt that ended, oldest first (the last 20; sql/012_operations.sql). */
   attempts: unknown[];
   language: string | null;
   word_count: number | null;

@@ -128,11 +128,11 @@ export interface IngestionJobRow {
   created_at: Date;
   updated_at: Date;
   finished_at: Date | null;
-  /** Every attempt that ended, oldest first (the last 20; sql/010_operations.sql). */
+  /** Every attempt that ended, oldest first (the last 20; sql/012_operations.sql). */
   attempts: AttemptRecord[];
 }
 
-/** One ended attempt, as the settling write's trigger recorded it (sql/010_operations.sql). */
+/** One ended attempt, as the settling write's trigger recorded it (sql/012_operations.sql). */
 export interface AttemptRecord {
   attempt: number;
   started_at: string | null;

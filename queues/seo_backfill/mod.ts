@@ -109,7 +109,7 @@ export interface SeoJobRow {
   finished_at: Date | null;
   created_at: Date;
   updated_at: Date;
-  /** Every attempt that ended, oldest first (the last 20; sql/010_operations.sql). */
+  /** Every attempt that ended, oldest first (the last 20; sql/012_operations.sql). */
   attempts: unknown[];
 }
 

@@ -98,7 +98,7 @@ export interface UserIngestionJobRow {
   created_at: Date;
   updated_at: Date;
   finished_at: Date | null;
-  /** Every attempt that ended, oldest first (the last 20; sql/010_operations.sql). */
+  /** Every attempt that ended, oldest first (the last 20; sql/012_operations.sql). */
   attempts: unknown[];
 }
 
