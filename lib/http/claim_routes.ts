@@ -1,8 +1,8 @@
 /**
  * HTTP pieces the two host-polled queues' routes share (queues/auto_publish/routes.ts,
  * queues/seo_backfill/routes.ts): id, token and limit schemas, the 400 that names the field, the
- * JSON content-type rule, 405 with `Allow`, 503 for an unreachable database, the answer to a
- * settle. Their operator routes (list, bulk retry, cancel, read, retry) are lib/http/job_routes.ts's.
+ * JSON content-type rule, 405 with `Allow`, 503 for an unreachable database, the settle routes
+ * and their answer ({@linkcode settleRoutes}). Their operator routes (list, bulk retry, cancel, read, retry) are lib/http/job_routes.ts's.
  *
  * @module
  */
@@ -11,6 +11,7 @@ import { createMiddleware } from "hono/factory";
 import { methodNotAllowed } from "hono/method-not-allowed";
 import { z } from "zod";
 import type { SettleOutcome } from "../claim_token.ts";
+import { describeRoute, zValidator } from "./openapi.ts";
 
 /** The id schemas are lib/http/ids.ts's, the one set every route uses. */
 import { id, idParam } from "./ids.ts";
@@ -145,4 +146,86 @@ export function settleResponse<T extends { id: string; status: string }>(
     }, 409);
   }
   return c.json(outcome.job, 200);
+}
+
+// A settle's answers ({@linkcode settleResponse}).
+function settleDoc(summary: string) {
+  return describeRoute({
+    summary,
+    responses: {
+      200: "The job (again for a repeat with the same token)",
+      404: "No such job",
+      409: "The claim_token no longer matches: nothing changed",
+      415: "Content-Type is not application/json",
+    },
+  });
+}
+
+const failBody = z.strictObject({ claim_token: claimToken, error: storableText(1, 8000) });
+const giveBackBody = z.strictObject({ claim_token: claimToken });
+
+/** What {@linkcode settleRoutes} needs of a host-polled queue: its own settles and words. */
+export interface SettleRoutes<T extends { id: string; status: string }, R> {
+  /** The complete route's summary: what completing does in this queue. */
+  readonly completeSummary: string;
+  /** The complete body's `result`: the queue's own schema (optional where it may be left out). */
+  readonly result: z.ZodType<R>;
+  /** The queue's settles, each fenced on the token (lib/claim_token.ts `settleByToken`). */
+  complete(id: string, token: string, result: R): Promise<SettleOutcome<T>>;
+  fail(id: string, token: string, error: string): Promise<SettleOutcome<T>>;
+  giveBack(id: string, token: string): Promise<SettleOutcome<T>>;
+}
+
+/**
+ * Mount a host-polled queue's settle routes on `app`: `POST /jobs/:id/complete`
+ * `{ claim_token, result }`, `…/fail` `{ claim_token, error }` (1–8000 characters), `…/give-back`
+ * `{ claim_token }`, each JSON only (415 otherwise), its body checked (400 naming the field), and
+ * answered by {@linkcode settleResponse}.
+ */
+export function settleRoutes<T extends { id: string; status: string }, R>(
+  app: Hono,
+  spec: SettleRoutes<T, R>,
+): void {
+  const byId = zValidator("param", idParam, invalid);
+  const completeBody = z.strictObject({ claim_token: claimToken, result: spec.result });
+  app.post(
+    "/jobs/:id{[0-9]+}/complete",
+    settleDoc(spec.completeSummary),
+    byId,
+    requireJson,
+    zValidator("json", completeBody, invalid),
+    async (c) => {
+      const body = c.req.valid("json");
+      const outcome = await spec.complete(
+        c.req.valid("param").id,
+        body.claim_token,
+        body.result as R,
+      );
+      return settleResponse(c, outcome, "complete");
+    },
+  );
+  app.post(
+    "/jobs/:id{[0-9]+}/fail",
+    settleDoc("Fail a claimed job with the command's error"),
+    byId,
+    requireJson,
+    zValidator("json", failBody, invalid),
+    async (c) => {
+      const body = c.req.valid("json");
+      const outcome = await spec.fail(c.req.valid("param").id, body.claim_token, body.error);
+      return settleResponse(c, outcome, "fail");
+    },
+  );
+  app.post(
+    "/jobs/:id{[0-9]+}/give-back",
+    settleDoc("Give a claimed job back: Queued, the attempt not counted"),
+    byId,
+    requireJson,
+    zValidator("json", giveBackBody, invalid),
+    async (c) => {
+      const body = c.req.valid("json");
+      const outcome = await spec.giveBack(c.req.valid("param").id, body.claim_token);
+      return settleResponse(c, outcome, "give back");
+    },
+  );
 }

@@ -34,38 +34,19 @@ import * as queueJobs from "./jobs.ts";
 import { jobRoutes } from "../../lib/http/job_routes.ts";
 import {
   claimKey,
-  claimToken,
   hostRouter,
   id,
-  idParam,
   invalid,
   optionalJson,
   requireJson,
-  settleResponse,
+  settleRoutes,
   storableObject,
-  storableText,
 } from "../../lib/http/claim_routes.ts";
-
-// A settle's answers (lib/http/claim_routes.ts settleResponse).
-function settleDoc(summary: string) {
-  return describeRoute({
-    summary,
-    responses: {
-      200: "The job (again for a repeat with the same token)",
-      404: "No such job",
-      409: "The claim_token no longer matches: nothing changed",
-      415: "Content-Type is not application/json",
-    },
-  });
-}
 
 const createBody = z.strictObject({
   edition_id: id,
   priority: z.number().int().min(-1_000_000).max(1_000_000).default(0),
 });
-const completeBody = z.strictObject({ claim_token: claimToken, result: storableObject.optional() });
-const failBody = z.strictObject({ claim_token: claimToken, error: storableText(1, 8000) });
-const giveBackBody = z.strictObject({ claim_token: claimToken });
 const claimBody = z.strictObject({ claim_key: claimKey.optional() });
 
 /**
@@ -76,7 +57,6 @@ const claimBody = z.strictObject({ claim_key: claimKey.optional() });
  */
 export function autoPublishRoutes(ctx: queue.AutoPublishContext): Hono {
   const app = hostRouter();
-  const byId = zValidator("param", idParam, invalid);
 
   const createDoc = describeRoute({
     summary: "Queue an auto-publish job for an edition",
@@ -188,45 +168,13 @@ export function autoPublishRoutes(ctx: queue.AutoPublishContext): Hono {
     },
   );
 
-  app.post(
-    "/jobs/:id{[0-9]+}/complete",
-    settleDoc("Complete a claimed job: publish the edition and queue a Full rebuild"),
-    byId,
-    requireJson,
-    zValidator("json", completeBody, invalid),
-    async (c) => {
-      const body = c.req.valid("json");
-      const jobId = c.req.valid("param").id;
-      const outcome = await queue.complete(ctx, jobId, body.claim_token, body.result ?? {});
-      return settleResponse(c, outcome, "complete");
-    },
-  );
-
-  app.post(
-    "/jobs/:id{[0-9]+}/fail",
-    settleDoc("Fail a claimed job with the command's error"),
-    byId,
-    requireJson,
-    zValidator("json", failBody, invalid),
-    async (c) => {
-      const body = c.req.valid("json");
-      const outcome = await queue.fail(ctx, c.req.valid("param").id, body.claim_token, body.error);
-      return settleResponse(c, outcome, "fail");
-    },
-  );
-
-  app.post(
-    "/jobs/:id{[0-9]+}/give-back",
-    settleDoc("Give a claimed job back: Queued, the attempt not counted"),
-    byId,
-    requireJson,
-    zValidator("json", giveBackBody, invalid),
-    async (c) => {
-      const body = c.req.valid("json");
-      const outcome = await queue.giveBack(ctx, c.req.valid("param").id, body.claim_token);
-      return settleResponse(c, outcome, "give back");
-    },
-  );
+  settleRoutes(app, {
+    completeSummary: "Complete a claimed job: publish the edition and queue a Full rebuild",
+    result: storableObject.optional(),
+    complete: (jobId, token, result) => queue.complete(ctx, jobId, token, result ?? {}),
+    fail: (jobId, token, error) => queue.fail(ctx, jobId, token, error),
+    giveBack: (jobId, token) => queue.giveBack(ctx, jobId, token),
+  });
 
   return app;
 }

@@ -43,22 +43,9 @@ import {
   invalid,
   optionalJson,
   requireJson,
-  settleResponse,
+  settleRoutes,
   storableText,
 } from "../../lib/http/claim_routes.ts";
-
-// A settle's answers (lib/http/claim_routes.ts settleResponse).
-function settleDoc(summary: string) {
-  return describeRoute({
-    summary,
-    responses: {
-      200: "The job (again for a repeat with the same token)",
-      404: "No such job",
-      409: "The claim_token no longer matches: nothing changed",
-      415: "Content-Type is not application/json",
-    },
-  });
-}
 
 const editionBody = z.strictObject({ edition_id: id });
 const claimBody = z.strictObject({
@@ -71,9 +58,6 @@ export const seoFields = z.strictObject({
   meta_description: storableText(0, 1000),
   meta_keywords: z.array(storableText(1, 100)).max(30),
 });
-const completeBody = z.strictObject({ claim_token: claimToken, result: seoFields });
-const failBody = z.strictObject({ claim_token: claimToken, error: storableText(1, 8000) });
-const giveBackBody = z.strictObject({ claim_token: claimToken });
 const giveBackManyBody = z.strictObject({
   jobs: z.array(z.strictObject({ id, claim_token: claimToken })).min(1).max(queue.MAX_CLAIM)
     .refine((jobs) => new Set(jobs.map((j) => j.id)).size === jobs.length, "ids must be unique"),
@@ -197,45 +181,13 @@ export function seoRoutes(ctx: queue.SeoContext): Hono {
     },
   );
 
-  app.post(
-    "/jobs/:id{[0-9]+}/complete",
-    settleDoc("Complete a claimed job and apply its SEO fields (BeforeSnapshot taken once)"),
-    byId,
-    requireJson,
-    zValidator("json", completeBody, invalid),
-    async (c) => {
-      const body = c.req.valid("json");
-      const jobId = c.req.valid("param").id;
-      const outcome = await queue.complete(ctx, jobId, body.claim_token, body.result);
-      return settleResponse(c, outcome, "complete");
-    },
-  );
-
-  app.post(
-    "/jobs/:id{[0-9]+}/fail",
-    settleDoc("Fail a claimed job with the command's error"),
-    byId,
-    requireJson,
-    zValidator("json", failBody, invalid),
-    async (c) => {
-      const body = c.req.valid("json");
-      const outcome = await queue.fail(ctx, c.req.valid("param").id, body.claim_token, body.error);
-      return settleResponse(c, outcome, "fail");
-    },
-  );
-
-  app.post(
-    "/jobs/:id{[0-9]+}/give-back",
-    settleDoc("Give a claimed job back: Queued, the attempt not counted"),
-    byId,
-    requireJson,
-    zValidator("json", giveBackBody, invalid),
-    async (c) => {
-      const body = c.req.valid("json");
-      const outcome = await queue.giveBack(ctx, c.req.valid("param").id, body.claim_token);
-      return settleResponse(c, outcome, "give back");
-    },
-  );
+  settleRoutes(app, {
+    completeSummary: "Complete a claimed job and apply its SEO fields (BeforeSnapshot taken once)",
+    result: seoFields,
+    complete: (jobId, token, result) => queue.complete(ctx, jobId, token, result),
+    fail: (jobId, token, error) => queue.fail(ctx, jobId, token, error),
+    giveBack: (jobId, token) => queue.giveBack(ctx, jobId, token),
+  });
 
   const revertDoc = describeRoute({
     summary: "Restore an edition's SEO fields from its BeforeSnapshot (then dropped)",

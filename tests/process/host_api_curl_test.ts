@@ -164,6 +164,20 @@ dbTest("a curl matrix of bad requests gets only 4xx answers and changes nothing"
         `{"claim_token": "${token}", "error": "x"}`,
         `${url}/internal/seo/jobs/${seoId}/fail`,
       ], 409],
+      ["error over 8000 characters", [
+        ...json,
+        "-d",
+        `{"claim_token": "${token}", "error": "${"x".repeat(8001)}"}`,
+        `${url}/internal/seo/jobs/${seoId}/fail`,
+      ], 400],
+      ["text body on a settle", [
+        ...auth,
+        "-H",
+        "Content-Type: text/plain",
+        "-d",
+        `{"claim_token": "${token}"}`,
+        `${url}/internal/auto-publish/jobs/${apId}/complete`,
+      ], 415],
       ["NUL in error", [
         ...json,
         "-d",
