@@ -135,6 +135,7 @@ export function runFault(
  * be stored, and a retry would only repeat the failure.
  */
 export function isDataException(err: unknown): boolean {
+  if (typeof err !== "object" || err === null) return false;
   const code = (err as { code?: unknown }).code;
   return typeof code === "string" && code.startsWith("22");
 }
