@@ -154,8 +154,6 @@ export const COLUMNS = [
   "cancelled_at",
 ];
 
-// --- Create, read, admin ---
-
 /**
  * Startup recovery (ADR-022 row 5): the poller calls this when it starts. There is one poller, so
  * every `Running` row is orphaned: one UPDATE fails them all with {@linkcode INTERRUPTED}, clears

@@ -134,8 +134,6 @@ export const COLUMNS = [
   "attempts",
 ];
 
-// --- Create, read, admin ---
-
 /**
  * The stale sweep, run before each claim (ADR-022 row 6): `Running` rows claimed more than
  * `staleAfterMs` ago — poller or crew — become `Failed`, their tokens cleared so a late settle from

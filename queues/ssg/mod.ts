@@ -122,8 +122,6 @@ export interface SsgListRow extends SsgJobRow {
   subject: string;
 }
 
-// --- Enqueue, read, admin retry (the API's statements) ---
-
 /**
  * Fail every `Running` row: the consumer calls this before every claim and runs one job at a
  * time, so none of them is in progress (ADR-022, "Recovery runs before every claim").
