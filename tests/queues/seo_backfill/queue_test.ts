@@ -138,6 +138,81 @@ dbTest("complete() snapshots the original fields once; revert restores them", as
   assert.equal((await call("POST", "/seo/editions/555555/revert")).status, 404);
 });
 
+dbTest(
+  "each settle publishes its own transition once, after its write: claimed (with its wait), completed, failed, given_back",
+  async (db) => {
+    const { call, events } = hostApi(db);
+    const seen: { id: string; transition: string; status: string; runnableForS?: number | null }[] =
+      [];
+    events.observe((e) => void seen.push(e));
+    const ids: string[] = [];
+    for (let i = 0; i < 3; i++) {
+      const edition = await insertEdition(db.sql);
+      ids.push((await (await call("POST", "/seo/jobs", { edition_id: edition })).json()).id);
+    }
+    const claimed = (await (await call("POST", "/seo/jobs/claim", { limit: 3 })).json()).jobs;
+    assert.equal(claimed.length, 3);
+    const claims = seen.filter((e) => e.transition === "claimed");
+    assert.equal(claims.length, 3);
+    for (const e of claims) {
+      assert.ok(typeof e.runnableForS === "number" && e.runnableForS >= 0, `${e.runnableForS}`);
+    }
+    const [a, b, c] = claimed;
+    seen.length = 0;
+    await call("POST", `/seo/jobs/${a.id}/complete`, {
+      claim_token: a.claim_token,
+      result: FIELDS,
+    });
+    await call("POST", `/seo/jobs/${b.id}/fail`, { claim_token: b.claim_token, error: "bad" });
+    await call("POST", `/seo/jobs/${c.id}/give-back`, { claim_token: c.claim_token });
+    assert.deepEqual(seen.map((e) => [e.id, e.transition, e.status]), [
+      [a.id, "completed", "Completed"],
+      [b.id, "failed", "Failed"],
+      [c.id, "given_back", "Queued"],
+    ]);
+  },
+);
+
+dbTest(
+  "POST /seo/jobs/retry: a dry run counts and changes and publishes nothing; the retry re-queues and publishes one retried event per job",
+  async (db) => {
+    const { call, events } = hostApi(db);
+    const seen: unknown[][] = [];
+    events.observe((e) => void seen.push([e.id, e.transition, e.status, e.attempt]));
+    const ids: string[] = [];
+    for (let i = 0; i < 2; i++) {
+      const [row] = await db.sql<{ id: string }[]>`
+        insert into seo_backfill_jobs (edition_id, status, attempt_count, error, finished_at)
+        values (${await insertEdition(db.sql)}, 'Failed', 3, 'boom', now()) returning id`;
+      ids.push(row.id);
+    }
+    const before = await snapshot(db.sql, "seo_backfill_jobs");
+    const dry = await call("POST", "/seo/jobs/retry", { status: "Failed", dry_run: true });
+    assert.equal(dry.status, 200);
+    const counted = await dry.json();
+    assert.deepEqual(
+      [counted.matched, counted.retried, counted.skipped, counted.dry_run, counted.ids],
+      [2, 0, 0, true, []],
+    );
+    assert.deepEqual(await snapshot(db.sql, "seo_backfill_jobs"), before);
+    assert.deepEqual(seen, []);
+    const res = await call("POST", "/seo/jobs/retry", { status: "Failed" });
+    const retried = await res.json();
+    assert.deepEqual([retried.matched, retried.retried, retried.skipped, retried.dry_run], [
+      2,
+      2,
+      0,
+      false,
+    ]);
+    assert.deepEqual(
+      seen.sort(),
+      ids.map((id) => [id, "retried", "Queued", 0]).sort(),
+    );
+    const rows = await db.sql`select status, attempt_count from seo_backfill_jobs order by id`;
+    assert.deepEqual(rows.map((r) => [r.status, r.attempt_count]), [["Queued", 0], ["Queued", 0]]);
+  },
+);
+
 dbTest("give-back returns a claimed job to Queued without counting the attempt", async (db) => {
   const { call } = hostApi(db);
   const edition = await insertEdition(db.sql);
