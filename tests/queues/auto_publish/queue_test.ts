@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { dbTest } from "../../_db.ts";
-import { hostApi, insertEdition, insertFailures, snapshot } from "../../_host.ts";
+import { HOST_TOKEN, hostApi, insertEdition, insertFailures, snapshot } from "../../_host.ts";
 import * as autoPublish from "../../../queues/auto_publish/mod.ts";
 import * as autoPublishJobs from "../../../queues/auto_publish/jobs.ts";
 import { ingestionContext, insertJob, SMALL_BOOK, writeSource } from "../../_ingestion.ts";
@@ -300,6 +300,25 @@ dbTest(
     assert.deepEqual(seen.filter((e) => e[1] === "cancelled"), []);
     const absent = await call("POST", "/auto-publish/jobs/9223372036854775807/cancel");
     assert.equal(absent.status, 404);
+  },
+);
+
+dbTest(
+  "POST /auto-publish/jobs/retry refuses a body not declared JSON (415) and retries nothing; a query key it does not know is a 400 naming the query",
+  async (db) => {
+    const { call } = hostApi(db);
+    await insertFailures(db.sql, await insertEdition(db.sql), 1, 1);
+    const before = await snapshot(db.sql, "auto_publish_jobs");
+    const res = await call("POST", "/auto-publish/jobs/retry", '{"status": "Failed"}', {
+      authorization: `Bearer ${HOST_TOKEN}`,
+      "content-type": "text/plain",
+    });
+    assert.equal(res.status, 415);
+    assert.deepEqual(await res.json(), { error: "Expected Content-Type: application/json" });
+    assert.deepEqual(await snapshot(db.sql, "auto_publish_jobs"), before);
+    const bad = await call("GET", "/auto-publish/jobs?bogus=1");
+    assert.equal(bad.status, 400);
+    assert.match((await bad.json()).error, /^Invalid query: /);
   },
 );
 

@@ -1,6 +1,8 @@
 import assert from "node:assert/strict";
 import { dbTest, waitFor } from "../../_db.ts";
 import { hostApi, insertEdition, snapshot } from "../../_host.ts";
+import { seoView } from "../../../queues/seo_backfill/view.ts";
+import { ingestionView } from "../../../queues/ingestion/view.ts";
 
 const FIELDS = {
   meta_title: "The Test Book by Ada Tester",
@@ -210,6 +212,42 @@ dbTest(
     );
     const rows = await db.sql`select status, attempt_count from seo_backfill_jobs order by id`;
     assert.deepEqual(rows.map((r) => [r.status, r.attempt_count]), [["Queued", 0], ["Queued", 0]]);
+  },
+);
+
+dbTest(
+  "the admin view: stats count every status in lifecycle order (0 where none); a job's details show its result fields, non-strings as JSON; an edition's chapters as position, title, bytes",
+  async (db) => {
+    const { call } = hostApi(db);
+    const edition = await insertEdition(db.sql);
+    await call("POST", "/seo/jobs", { edition_id: edition });
+    await call("POST", "/seo/jobs", { edition_id: await insertEdition(db.sql) });
+    const stats = await seoView.stats(db.sql);
+    assert.deepEqual(Object.entries(stats.byStatus), [
+      ["Queued", 2],
+      ["Running", 0],
+      ["Completed", 0],
+      ["Failed", 0],
+    ]);
+    assert.ok(typeof stats.oldestRunnableAgeS === "number" && stats.oldestRunnableAgeS >= 0);
+    const [job] = (await (await call("POST", "/seo/jobs/claim")).json()).jobs;
+    await call("POST", `/seo/jobs/${job.id}/complete`, {
+      claim_token: job.claim_token,
+      result: FIELDS,
+    });
+    const row = await seoView.getJob(db.sql, job.id);
+    assert.ok(row);
+    const [fields] = await seoView.details!(db.sql, row);
+    // (jsonb keeps its own key order.)
+    assert.deepEqual([...fields.rows].sort(), [
+      ["meta_description", FIELDS.meta_description],
+      ["meta_keywords", '["test","book"]'],
+      ["meta_title", FIELDS.meta_title],
+    ]);
+    const [chapters] = await ingestionView.details!(db.sql, { edition_id: edition });
+    assert.deepEqual(chapters.columns, ["#", "Chapter", "HTML bytes"]);
+    const bytes = new TextEncoder().encode("<p>It was a bright <em>cold</em> day.</p>").length;
+    assert.deepEqual(chapters.rows, [[1, "Chapter I", bytes]]);
   },
 );
 
