@@ -257,6 +257,7 @@ dbTest("an unreachable database is a 503 from the claim API, not a 500", async (
     ) {
       const res = await call(method, path, body);
       assert.equal(res.status, 503, `${method} ${path}`);
+      assert.equal(res.headers.get("retry-after"), "5", `${method} ${path}: Retry-After`);
       assert.match((await res.json()).error, /Database not reachable/);
     }
   } finally {

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { dbTest } from "../../_db.ts";
-import { hostApi, insertEdition, insertFailures, snapshot } from "../../_host.ts";
+import { HOST_TOKEN, hostApi, insertEdition, insertFailures, snapshot } from "../../_host.ts";
 import * as autoPublish from "../../../queues/auto_publish/mod.ts";
 import * as autoPublishJobs from "../../../queues/auto_publish/jobs.ts";
 import { ingestionContext, insertJob, SMALL_BOOK, writeSource } from "../../_ingestion.ts";
@@ -236,6 +236,89 @@ dbTest(
     assert.deepEqual([row.status, row.attempt_count, row.error], ["Queued", 0, null]);
     assert.equal((await call("POST", `/auto-publish/jobs/${job.id}/retry`)).status, 409);
     assert.equal((await call("POST", "/auto-publish/jobs/424242/retry")).status, 404);
+  },
+);
+
+dbTest(
+  "each settle of an unknown id is a 404 JSON error; of a stale token a 409 naming the job's status; neither changes a row",
+  async (db) => {
+    const { call } = hostApi(db);
+    await call("POST", "/auto-publish/jobs", { edition_id: await insertEdition(db.sql) });
+    const [job] = (await (await call("POST", "/auto-publish/jobs/claim")).json()).jobs;
+    const stale = crypto.randomUUID();
+    const before = await snapshot(db.sql, "auto_publish_jobs");
+    const bodies: Record<string, Record<string, unknown>> = {
+      complete: { claim_token: stale },
+      fail: { claim_token: stale, error: "boom" },
+      "give-back": { claim_token: stale },
+    };
+    for (const [verb, body] of Object.entries(bodies)) {
+      const absent = await call("POST", `/auto-publish/jobs/9223372036854775807/${verb}`, body);
+      assert.equal(absent.status, 404, verb);
+      assert.deepEqual(await absent.json(), { error: "No such job" }, verb);
+      const lost = await call("POST", `/auto-publish/jobs/${job.id}/${verb}`, body);
+      assert.equal(lost.status, 409, verb);
+      const answer = await lost.json();
+      assert.equal(answer.status, "Running", verb);
+      assert.match(answer.error, /the claim_token no longer matches \(the job is Running/, verb);
+    }
+    assert.deepEqual(await snapshot(db.sql, "auto_publish_jobs"), before);
+  },
+);
+
+dbTest(
+  "POST /auto-publish/jobs/:id/cancel: a Queued job is Failed as cancelled and published once; a Running or finished one is a 409 naming its status",
+  async (db) => {
+    const { call, events } = hostApi(db);
+    const seen: unknown[][] = [];
+    events.observe((e) => void seen.push([e.id, e.transition, e.status, e.attempt, e.error]));
+    const queued = await (await call("POST", "/auto-publish/jobs", {
+      edition_id: await insertEdition(db.sql),
+    })).json();
+    const res = await call("POST", `/auto-publish/jobs/${queued.id}/cancel`);
+    assert.equal(res.status, 200);
+    assert.deepEqual([(await res.json()).status, (await jobRow(db, queued.id)).error], [
+      "Failed",
+      "cancelled by admin",
+    ]);
+    assert.deepEqual(seen, [[queued.id, "cancelled", "Failed", 0, "cancelled by admin"]]);
+    // Cancelled (Failed) already: 409, nothing published, nothing changed.
+    seen.length = 0;
+    const again = await call("POST", `/auto-publish/jobs/${queued.id}/cancel`);
+    assert.equal(again.status, 409);
+    assert.deepEqual(await again.json(), {
+      error: `Cannot cancel job ${queued.id}: it is Failed already`,
+      status: "Failed",
+    });
+    // Running on the host: refused, the step may already have acted.
+    await call("POST", "/auto-publish/jobs", { edition_id: await insertEdition(db.sql) });
+    const [running] = (await (await call("POST", "/auto-publish/jobs/claim")).json()).jobs;
+    const refused = await call("POST", `/auto-publish/jobs/${running.id}/cancel`);
+    assert.equal(refused.status, 409);
+    assert.equal((await refused.json()).status, "Running");
+    assert.equal((await jobRow(db, running.id)).status, "Running");
+    assert.deepEqual(seen.filter((e) => e[1] === "cancelled"), []);
+    const absent = await call("POST", "/auto-publish/jobs/9223372036854775807/cancel");
+    assert.equal(absent.status, 404);
+  },
+);
+
+dbTest(
+  "POST /auto-publish/jobs/retry refuses a body not declared JSON (415) and retries nothing; a query key it does not know is a 400 naming the query",
+  async (db) => {
+    const { call } = hostApi(db);
+    await insertFailures(db.sql, await insertEdition(db.sql), 1, 1);
+    const before = await snapshot(db.sql, "auto_publish_jobs");
+    const res = await call("POST", "/auto-publish/jobs/retry", '{"status": "Failed"}', {
+      authorization: `Bearer ${HOST_TOKEN}`,
+      "content-type": "text/plain",
+    });
+    assert.equal(res.status, 415);
+    assert.deepEqual(await res.json(), { error: "Expected Content-Type: application/json" });
+    assert.deepEqual(await snapshot(db.sql, "auto_publish_jobs"), before);
+    const bad = await call("GET", "/auto-publish/jobs?bogus=1");
+    assert.equal(bad.status, 400);
+    assert.match((await bad.json()).error, /^Invalid query: /);
   },
 );
 

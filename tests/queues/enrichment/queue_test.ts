@@ -366,6 +366,26 @@ dbTest(
 );
 
 dbTest(
+  "bulk retry brings the Failed enrichments back to Pending and publishes each as retried, Pending, attempt 0",
+  async (db) => {
+    const ctx = enrichmentContext(db);
+    const id = await insertReadyBook(db, [ENGLISH]);
+    await db.sql`
+    update user_books set metadata_enrichment_status = 'Failed',
+      metadata_enrichment_attempt_count = 3, metadata_enrichment_error = 'boom' where id = ${id}`;
+    const seen: unknown[][] = [];
+    const stop = ctx.events.observe((e) =>
+      void seen.push([e.id, e.transition, e.status, e.attempt])
+    );
+    const outcome = await enrichmentJobs.bulkRetry(ctx, { status: "Failed" }, false);
+    stop();
+    assert.deepEqual([outcome.matched, outcome.retried], [1, 1]);
+    assert.deepEqual(seen, [[id, "retried", "Pending", 0]]);
+    assert.equal((await bookRow(db, id)).metadata_enrichment_status, "Pending");
+  },
+);
+
+dbTest(
   "Consumer after stale recovery charges the book once, for the next attempt, never two at a time",
   async (db) => {
     const server = startChatServer("answer");

@@ -1,6 +1,8 @@
 import assert from "node:assert/strict";
 import { dbTest, waitFor } from "../../_db.ts";
 import { hostApi, insertEdition, snapshot } from "../../_host.ts";
+import { seoView } from "../../../queues/seo_backfill/view.ts";
+import { ingestionView } from "../../../queues/ingestion/view.ts";
 
 const FIELDS = {
   meta_title: "The Test Book by Ada Tester",
@@ -137,6 +139,117 @@ dbTest("complete() snapshots the original fields once; revert restores them", as
   assert.deepEqual(await snapshot(db.sql, "editions"), before);
   assert.equal((await call("POST", "/seo/editions/555555/revert")).status, 404);
 });
+
+dbTest(
+  "each settle publishes its own transition once, after its write: claimed (with its wait), completed, failed, given_back",
+  async (db) => {
+    const { call, events } = hostApi(db);
+    const seen: { id: string; transition: string; status: string; runnableForS?: number | null }[] =
+      [];
+    events.observe((e) => void seen.push(e));
+    const ids: string[] = [];
+    for (let i = 0; i < 3; i++) {
+      const edition = await insertEdition(db.sql);
+      ids.push((await (await call("POST", "/seo/jobs", { edition_id: edition })).json()).id);
+    }
+    const claimed = (await (await call("POST", "/seo/jobs/claim", { limit: 3 })).json()).jobs;
+    assert.equal(claimed.length, 3);
+    const claims = seen.filter((e) => e.transition === "claimed");
+    assert.equal(claims.length, 3);
+    for (const e of claims) {
+      assert.ok(typeof e.runnableForS === "number" && e.runnableForS >= 0, `${e.runnableForS}`);
+    }
+    const [a, b, c] = claimed;
+    seen.length = 0;
+    await call("POST", `/seo/jobs/${a.id}/complete`, {
+      claim_token: a.claim_token,
+      result: FIELDS,
+    });
+    await call("POST", `/seo/jobs/${b.id}/fail`, { claim_token: b.claim_token, error: "bad" });
+    await call("POST", `/seo/jobs/${c.id}/give-back`, { claim_token: c.claim_token });
+    assert.deepEqual(seen.map((e) => [e.id, e.transition, e.status]), [
+      [a.id, "completed", "Completed"],
+      [b.id, "failed", "Failed"],
+      [c.id, "given_back", "Queued"],
+    ]);
+  },
+);
+
+dbTest(
+  "POST /seo/jobs/retry: a dry run counts and changes and publishes nothing; the retry re-queues and publishes one retried event per job",
+  async (db) => {
+    const { call, events } = hostApi(db);
+    const seen: unknown[][] = [];
+    events.observe((e) => void seen.push([e.id, e.transition, e.status, e.attempt]));
+    const ids: string[] = [];
+    for (let i = 0; i < 2; i++) {
+      const [row] = await db.sql<{ id: string }[]>`
+        insert into seo_backfill_jobs (edition_id, status, attempt_count, error, finished_at)
+        values (${await insertEdition(db.sql)}, 'Failed', 3, 'boom', now()) returning id`;
+      ids.push(row.id);
+    }
+    const before = await snapshot(db.sql, "seo_backfill_jobs");
+    const dry = await call("POST", "/seo/jobs/retry", { status: "Failed", dry_run: true });
+    assert.equal(dry.status, 200);
+    const counted = await dry.json();
+    assert.deepEqual(
+      [counted.matched, counted.retried, counted.skipped, counted.dry_run, counted.ids],
+      [2, 0, 0, true, []],
+    );
+    assert.deepEqual(await snapshot(db.sql, "seo_backfill_jobs"), before);
+    assert.deepEqual(seen, []);
+    const res = await call("POST", "/seo/jobs/retry", { status: "Failed" });
+    const retried = await res.json();
+    assert.deepEqual([retried.matched, retried.retried, retried.skipped, retried.dry_run], [
+      2,
+      2,
+      0,
+      false,
+    ]);
+    assert.deepEqual(
+      seen.sort(),
+      ids.map((id) => [id, "retried", "Queued", 0]).sort(),
+    );
+    const rows = await db.sql`select status, attempt_count from seo_backfill_jobs order by id`;
+    assert.deepEqual(rows.map((r) => [r.status, r.attempt_count]), [["Queued", 0], ["Queued", 0]]);
+  },
+);
+
+dbTest(
+  "the admin view: stats count every status in lifecycle order (0 where none); a job's details show its result fields, non-strings as JSON; an edition's chapters as position, title, bytes",
+  async (db) => {
+    const { call } = hostApi(db);
+    const edition = await insertEdition(db.sql);
+    await call("POST", "/seo/jobs", { edition_id: edition });
+    await call("POST", "/seo/jobs", { edition_id: await insertEdition(db.sql) });
+    const stats = await seoView.stats(db.sql);
+    assert.deepEqual(Object.entries(stats.byStatus), [
+      ["Queued", 2],
+      ["Running", 0],
+      ["Completed", 0],
+      ["Failed", 0],
+    ]);
+    assert.ok(typeof stats.oldestRunnableAgeS === "number" && stats.oldestRunnableAgeS >= 0);
+    const [job] = (await (await call("POST", "/seo/jobs/claim")).json()).jobs;
+    await call("POST", `/seo/jobs/${job.id}/complete`, {
+      claim_token: job.claim_token,
+      result: FIELDS,
+    });
+    const row = await seoView.getJob(db.sql, job.id);
+    assert.ok(row);
+    const [fields] = await seoView.details!(db.sql, row);
+    // (jsonb keeps its own key order.)
+    assert.deepEqual([...fields.rows].sort(), [
+      ["meta_description", FIELDS.meta_description],
+      ["meta_keywords", '["test","book"]'],
+      ["meta_title", FIELDS.meta_title],
+    ]);
+    const [chapters] = await ingestionView.details!(db.sql, { edition_id: edition });
+    assert.deepEqual(chapters.columns, ["#", "Chapter", "HTML bytes"]);
+    const bytes = new TextEncoder().encode("<p>It was a bright <em>cold</em> day.</p>").length;
+    assert.deepEqual(chapters.rows, [[1, "Chapter I", bytes]]);
+  },
+);
 
 dbTest("give-back returns a claimed job to Queued without counting the attempt", async (db) => {
   const { call } = hostApi(db);

@@ -62,6 +62,25 @@ dbTest(
   },
 );
 
+dbTest(
+  "claim() publishes its claimed event with how long the job was runnable, in seconds",
+  async (db) => {
+    const ctx = await ssgContext(db);
+    const { job: queued } = await ssgJobs.enqueue(db.sql);
+    await db.sql`
+      update ssg_rebuild_jobs set created_at = now() - interval '30 seconds',
+        updated_at = now() - interval '30 seconds'
+      where id = ${queued.id}`;
+    const events: { transition: string; runnableForS?: number | null }[] = [];
+    const stop = ctx.events.observe((e) => void events.push(e));
+    await ssg.claim(ctx);
+    stop();
+    assert.deepEqual(events.map((e) => e.transition), ["claimed"]);
+    const waited = events[0].runnableForS;
+    assert.ok(typeof waited === "number" && waited >= 29 && waited < 120, `got ${waited}`);
+  },
+);
+
 dbTest("claim() skips a Queued row another session holds", async (db) => {
   const ctx = await ssgContext(db);
   const { job } = await ssgJobs.enqueue(db.sql);
@@ -99,6 +118,21 @@ dbTest("recover() fails every Running row, at any age, with the ADR's error", as
   assert.equal((await ssgJob(db, mine)).status, "Completed");
   assert.equal((await ssgJob(db, queued.id)).status, "Queued");
 });
+
+dbTest(
+  "recover() publishes one recovered event per row it failed: Failed, its attempt, the ADR's error",
+  async (db) => {
+    const ctx = await ssgContext(db);
+    const crashed = await insertRunning(db, crypto.randomUUID());
+    const events: unknown[][] = [];
+    const stop = ctx.events.observe((e) =>
+      void events.push([e.queue, e.id, e.transition, e.status, e.attempt, e.error])
+    );
+    await ssg.recover(ctx, new AbortController().signal);
+    stop();
+    assert.deepEqual(events, [[ssg.name, crashed, "recovered", "Failed", 1, ssg.INTERRUPTED]]);
+  },
+);
 
 dbTest(
   "recoverOrphans() gives back this boot's Running rows and leaves others to recover()",
