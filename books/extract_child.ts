@@ -22,6 +22,13 @@ import {
 // stdout carries only frames.
 for (const name of ["log", "info", "debug", "warn"] as const) console[name] = console.error;
 
+// A terminal's Ctrl-C reaches the whole process group, and systemd's default KillMode sends SIGTERM
+// to every process of the unit: this child would die mid-book before the worker, which got the
+// same signal, had aborted the run, and the run would fail with "the extraction process ended"
+// instead of being given back (ADR-022: a deploy never fails a job). The worker ends this child
+// (SIGKILL on abort, or its stdin's end); these two signals are the worker's.
+for (const name of ["SIGINT", "SIGTERM"] as const) Deno.addSignalListener(name, () => {});
+
 /** Never aborts: cancelling is killing this process, not a signal. */
 const NEVER = new AbortController().signal;
 
@@ -51,3 +58,5 @@ for await (const request of requests()) {
     written += await Deno.stdout.write(frame.subarray(written));
   }
 }
+// Stdin ended: the worker closed it or exited. The signal listeners must not keep this running.
+Deno.exit(0);

@@ -18,6 +18,7 @@ import {
   UnreadableBookError,
 } from "../../books/extract.ts";
 import { descendants, hostileEpub, normalEpub, sampleTreeRss } from "../_hostile.ts";
+import { mkfifo } from "../_fs.ts";
 
 async function inTempDir(fn: (dir: string) => Promise<void>): Promise<void> {
   const dir = await Deno.makeTempDir({ prefix: "extract_worker_test_" });
@@ -371,6 +372,43 @@ Deno.test("extractBook() kills the extraction child at once when aborted mid-par
       await new Promise((resolve) => setTimeout(resolve, 10));
     }
     assert.ok(await gone(), `the extraction child ${pid} still runs`);
+  });
+});
+
+Deno.test("the extraction child outlives a SIGINT or SIGTERM sent to it (a terminal's Ctrl-C, systemd's stop): the book still comes back, and the worker alone ends it", async () => {
+  await inTempDir(async (dir) => {
+    closeExtractor();
+    const fifo = join(dir, "held.md");
+    await mkfifo(fifo);
+    // The child blocks opening the FIFO until the test writes the book.
+    const extraction = extractBook(fifo, signal());
+    const pid = await waitForChild();
+    // Wait until the child is running the book: blocked opening the FIFO (`wait_for_partner`).
+    const opening = () => {
+      try {
+        return [...Deno.readDirSync(`/proc/${pid}/task`)].some((task) =>
+          /wait_for_partner/.test(Deno.readTextFileSync(`/proc/${pid}/task/${task.name}/wchan`))
+        );
+      } catch {
+        return false;
+      }
+    };
+    for (const deadline = performance.now() + 10_000; !opening();) {
+      assert.ok(performance.now() < deadline, "the child never opened the FIFO");
+      await new Promise((resolve) => setTimeout(resolve, 5));
+    }
+    for (const name of ["SIGINT", "SIGTERM"] as const) Deno.kill(pid, name);
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    assert.ok(await Deno.stat(`/proc/${pid}`).then(() => true, () => false), "the child died");
+    await Deno.writeTextFile(fifo, "# Held\n\n## One\n\nText.\n");
+    const book = await extraction;
+    assert.equal(book.title, "Held");
+    closeExtractor();
+    const deadline = performance.now() + 5000;
+    while (descendants(Deno.pid).includes(pid) && performance.now() < deadline) {
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+    assert.ok(!descendants(Deno.pid).includes(pid), "closeExtractor() left the child running");
   });
 });
 
