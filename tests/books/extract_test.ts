@@ -9,7 +9,7 @@ import assert from "node:assert/strict";
 import { join } from "node:path";
 import { extractBook, UnreadableBookError } from "../../books/extract.ts";
 import { mkfifo } from "../_fs.ts";
-import { descendants } from "../_hostile.ts";
+import { waitForThreads } from "../_hostile.ts";
 
 async function inTempDir(fn: (dir: string) => Promise<void>): Promise<void> {
   const dir = await Deno.makeTempDir({ prefix: "extract_test_" });
@@ -31,34 +31,6 @@ async function assertUnreadable(work: Promise<unknown>, message: string | RegExp
 
 function signal(): AbortSignal {
   return new AbortController().signal;
-}
-
-/**
- * Names of the kernel functions the threads of this process and of its descendants (the
- * extraction child) are sleeping in (Linux `wchan`).
- */
-async function threadWaits(): Promise<string[]> {
-  const waits: string[] = [];
-  for (const pid of [Deno.pid, ...descendants(Deno.pid)]) {
-    const tasks = await Array.fromAsync(Deno.readDir(`/proc/${pid}/task`)).catch(() => []);
-    for (const task of tasks) {
-      waits.push(await Deno.readTextFile(`/proc/${pid}/task/${task.name}/wchan`).catch(() => ""));
-    }
-  }
-  return waits;
-}
-
-/**
- * Wait, for at most 5 s, until some thread is (or no thread is) asleep in a kernel function
- * matching `wait`: `wait_for_partner` is opening a FIFO with no one at the other end, `pipe_read`
- * (`anon_pipe_read` on newer kernels, `pipe_wait` on older) is reading an empty pipe.
- */
-async function waitForThreads(wait: RegExp, present: boolean): Promise<void> {
-  const deadline = Date.now() + 5_000;
-  while ((await threadWaits()).some((name) => wait.test(name)) !== present) {
-    assert.ok(Date.now() < deadline, `no thread ${present ? "entered" : "left"} ${wait} in time`);
-    await new Promise((resolve) => setTimeout(resolve, 5));
-  }
 }
 
 const OPENING_FIFO = /wait_for_partner/;

@@ -17,7 +17,13 @@ import {
   INLINE_BOOK_BYTES,
   UnreadableBookError,
 } from "../../books/extract.ts";
-import { descendants, hostileEpub, normalEpub, sampleTreeRss } from "../_hostile.ts";
+import {
+  descendants,
+  hostileEpub,
+  normalEpub,
+  sampleTreeRss,
+  waitForThreads,
+} from "../_hostile.ts";
 import { mkfifo } from "../_fs.ts";
 
 async function inTempDir(fn: (dir: string) => Promise<void>): Promise<void> {
@@ -383,20 +389,8 @@ Deno.test("the extraction child outlives a SIGINT or SIGTERM sent to it (a termi
     // The child blocks opening the FIFO until the test writes the book.
     const extraction = extractBook(fifo, signal());
     const pid = await waitForChild();
-    // Wait until the child is running the book: blocked opening the FIFO (`wait_for_partner`).
-    const opening = () => {
-      try {
-        return [...Deno.readDirSync(`/proc/${pid}/task`)].some((task) =>
-          /wait_for_partner/.test(Deno.readTextFileSync(`/proc/${pid}/task/${task.name}/wchan`))
-        );
-      } catch {
-        return false;
-      }
-    };
-    for (const deadline = performance.now() + 10_000; !opening();) {
-      assert.ok(performance.now() < deadline, "the child never opened the FIFO");
-      await new Promise((resolve) => setTimeout(resolve, 5));
-    }
+    // Wait until the child is running the book: blocked opening the FIFO.
+    await waitForThreads(/wait_for_partner/, true);
     for (const name of ["SIGINT", "SIGTERM"] as const) Deno.kill(pid, name);
     await new Promise((resolve) => setTimeout(resolve, 300));
     assert.ok(await Deno.stat(`/proc/${pid}`).then(() => true, () => false), "the child died");
