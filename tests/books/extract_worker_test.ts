@@ -364,6 +364,8 @@ Deno.test("extractBook() kills the extraction child at once when aborted mid-par
   await inTempDir(async (dir) => {
     const hostile = join(dir, "hostile.epub");
     await Deno.writeFile(hostile, hostileEpub());
+    closeExtractor();
+    await untilNoChild();
     const controller = new AbortController();
     const extraction = extractBook(hostile, controller.signal);
     extraction.catch(() => {});
@@ -384,10 +386,13 @@ Deno.test("extractBook() kills the extraction child at once when aborted mid-par
 Deno.test("the extraction child outlives a SIGINT or SIGTERM sent to it (a terminal's Ctrl-C, systemd's stop): the book still comes back, and the worker alone ends it", async () => {
   await inTempDir(async (dir) => {
     closeExtractor();
+    await untilNoChild();
     const fifo = join(dir, "held.md");
     await mkfifo(fifo);
     // The child blocks opening the FIFO until the test writes the book.
     const extraction = extractBook(fifo, signal());
+    // Awaited below; a failed assertion first must not leave its rejection unhandled.
+    extraction.catch(() => {});
     const pid = await waitForChild();
     // Wait until the child is running the book: blocked opening the FIFO.
     await waitForThreads(/wait_for_partner/, true);
@@ -409,13 +414,7 @@ Deno.test("the extraction child outlives a SIGINT or SIGTERM sent to it (a termi
 Deno.test("extractBook() runs concurrent calls one child at a time", async () => {
   await inTempDir(async (dir) => {
     closeExtractor();
-    // A child killed by closeExtractor() (an earlier test's) can take a moment to exit; count
-    // from none.
-    const deadline = performance.now() + 5000;
-    while (descendants(Deno.pid).length > 0 && performance.now() < deadline) {
-      await new Promise((resolve) => setTimeout(resolve, 10));
-    }
-    assert.deepEqual(descendants(Deno.pid), [], "no child before the calls");
+    await untilNoChild();
     const names = ["a", "b", "c", "d"];
     for (const name of names) {
       await Deno.writeTextFile(join(dir, `${name}.md`), `# Book ${name}\n\n${overInline(name)}`);
@@ -432,7 +431,20 @@ Deno.test("extractBook() runs concurrent calls one child at a time", async () =>
   });
 });
 
-/** The pid of this process's extraction child, once it runs. */
+/**
+ * Wait, for at most 5 s, until this process has no child: one an earlier test killed
+ * (`closeExtractor()`, an abort) is listed until it has exited and been reaped, and would be
+ * taken for the next test's child.
+ */
+async function untilNoChild(): Promise<void> {
+  const deadline = performance.now() + 5000;
+  while (descendants(Deno.pid).length > 0 && performance.now() < deadline) {
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+  assert.deepEqual(descendants(Deno.pid), [], "an earlier child still runs");
+}
+
+/** The pid of this process's extraction child, once it runs (call after `untilNoChild()`). */
 async function waitForChild(): Promise<number> {
   for (let i = 0; i < 1000; i++) {
     const [pid] = descendants(Deno.pid);
