@@ -8,7 +8,6 @@
  * @module
  */
 import type { Hono } from "hono";
-import { createMiddleware } from "hono/factory";
 import type { Logger } from "../log.ts";
 import type { BulkRetryOutcome, CancelOutcome, JobFilter, JobListPage } from "../queue.ts";
 import { describeRoute, zValidator } from "./openapi.ts";
@@ -45,9 +44,6 @@ export type RetryAnswer =
   | { readonly outcome: "absent" }
   | { readonly outcome: "refused"; readonly status: string | null; readonly error?: string };
 
-// The bulk retry of a queue whose route never required the JSON content type.
-const anyBody = createMiddleware(async (_c, next) => await next());
-
 /** A route's summary and documented responses (lib/http/openapi.ts `describeRoute`). */
 interface Doc {
   readonly summary: string;
@@ -80,12 +76,8 @@ export interface JobRoutes<R extends { status: string | null }> {
   readonly before?: boolean;
   /** A page of jobs, newest first (the queue's `list`, read with `limit + 1` rows). */
   readonly list: Doc & { rows(page: JobListPage): Promise<readonly { id: string }[]> };
-  /**
-   * The queue's bulk retry under its own rule; `json` refuses a body not declared JSON (415),
-   * where the route has always done so (else a body of another type reads as `{}`).
-   */
+  /** The queue's bulk retry under its own rule. */
   readonly bulkRetry: Doc & {
-    readonly json?: boolean;
     run(filter: JobFilter, dryRun: boolean): Promise<BulkRetryOutcome>;
   };
   /** The queue's cancel of the job `:id` names. */
@@ -101,8 +93,8 @@ export interface JobRoutes<R extends { status: string | null }> {
 
 /**
  * Register a queue's operator routes on `app`, in this order: `GET <base>` (list: `{ jobs,
- * next_cursor }`, and `next` with {@linkcode JobRoutes.before}), `POST <base>/retry` (bulk retry,
- * `dry_run` counts first; logged as `bulk retry` unless a dry run), `POST <base>/:id/cancel`
+ * next_cursor }`, and `next` with {@linkcode JobRoutes.before}), `POST <base>/retry` (bulk retry: a
+ * JSON body only, 415 otherwise; `dry_run` counts first; logged as `bulk retry` unless a dry run), `POST <base>/:id/cancel`
  * (lib/http/list.ts `cancelAnswer`), then `GET <base>/:id` and `POST <base>/:id/retry` where the
  * queue has them. Bad input is a 400 naming the field (claim_routes.ts `invalid`).
  *
@@ -152,11 +144,10 @@ export function jobRoutes<R extends { status: string | null }>(
     summary: queue.bulkRetry.summary,
     responses: queue.bulkRetry.responses ?? BULK_RETRY_RESPONSES,
   });
-  const jsonOnly = queue.bulkRetry.json ? requireJson : anyBody;
   app.post(
     `${base}/retry`,
     bulkDoc,
-    jsonOnly,
+    requireJson,
     zValidator("json", bulkRetryBody, invalid),
     async (c) => {
       const { dry_run, ...filter } = c.req.valid("json");

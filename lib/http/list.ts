@@ -139,6 +139,8 @@ export const CANCEL_RESPONSES = {
 /** The responses a bulk retry route documents. */
 export const BULK_RETRY_RESPONSES = {
   200: "`{ matched, retried, skipped, truncated, ids, dry_run, limit }`",
+  400: 'The body is not `{ status: "Failed", q?, dry_run? }` (`error` names the field)',
+  415: "Content-Type is not application/json",
 } as const;
 
 /** The responses a list route documents. */

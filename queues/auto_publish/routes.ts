@@ -106,7 +106,6 @@ export function autoPublishRoutes(ctx: queue.AutoPublishContext): Hono {
     bulkRetry: {
       summary:
         "Bulk admin retry: the newest matching Failed job of each edition with none in flight",
-      json: true,
       run: (filter, dryRun) => queueJobs.bulkRetry(ctx, filter, dryRun),
     },
     cancel: {

@@ -71,7 +71,6 @@ export function ingestionRoutes(
     },
     bulkRetry: {
       summary: "Bulk admin retry: every Failed job matching the filter → Queued (at most 10,000)",
-      json: true,
       run: (filter, dryRun) => bulkRetry(ctx, filter, dryRun),
     },
     cancel: {

@@ -97,7 +97,6 @@ export function seoRoutes(ctx: queue.SeoContext): Hono {
     },
     bulkRetry: {
       summary: "Bulk admin retry: every Failed job matching the filter → Queued (at most 10,000)",
-      json: true,
       run: (filter, dryRun) => queueJobs.bulkRetry(ctx, filter, dryRun),
     },
     cancel: {

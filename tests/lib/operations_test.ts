@@ -789,6 +789,39 @@ dbTest(
 );
 
 dbTest(
+  "every queue's bulk retry refuses a body not declared JSON (415 with a JSON body) and retries nothing",
+  async (db) => {
+    const ctx = await ingestionContext(db);
+    const { app, call } = api(db, ctx);
+    await db.sql`insert into ingestion_jobs (source_path, status, error)
+      values ('plain/failed.txt', 'Failed', 'unreadable')`;
+    const retries = [
+      "/ingestion/jobs/retry",
+      "/auto-publish/jobs/retry",
+      "/seo/jobs/retry",
+      "/ssg/jobs/retry",
+      "/user-books/retry",
+      "/enrichment/retry",
+    ];
+    for (const path of retries) {
+      for (const type of ["text/plain", "application/x-www-form-urlencoded", undefined]) {
+        const res = await app.request(`/internal${path}`, {
+          method: "POST",
+          headers: type === undefined ? auth : { ...auth, "content-type": type },
+          body: '{"status": "Failed"}',
+        });
+        assert.equal(res.status, 415, `${path} as ${type}`);
+        assert.deepEqual(await res.json(), { error: "Expected Content-Type: application/json" });
+      }
+      const dry = await call("POST", path, { status: "Failed", dry_run: true });
+      assert.equal(dry.status, 200, `${path}: ${JSON.stringify(dry.body)}`);
+    }
+    const [job] = await db.sql`SELECT status FROM ingestion_jobs`;
+    assert.equal(job.status, "Failed");
+  },
+);
+
+dbTest(
   "every queue's list and bulk retry refuse a search text PostgreSQL cannot take (a NUL) or too long with a 400 naming q, never a database error",
   async (db) => {
     const ctx = await ingestionContext(db);
