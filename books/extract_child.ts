@@ -22,12 +22,13 @@ import {
 // stdout carries only frames.
 for (const name of ["log", "info", "debug", "warn"] as const) console[name] = console.error;
 
-// A terminal's Ctrl-C reaches the whole process group, and systemd's default KillMode sends SIGTERM
-// to every process of the unit: this child would die mid-book before the worker, which got the
-// same signal, had aborted the run, and the run would fail with "the extraction process ended"
-// instead of being given back (ADR-022: a deploy never fails a job). The worker ends this child
-// (SIGKILL on abort, or its stdin's end); these two signals are the worker's.
-for (const name of ["SIGINT", "SIGTERM"] as const) Deno.addSignalListener(name, () => {});
+// A terminal's Ctrl-C reaches the whole process group, a closed terminal's SIGHUP every job of its
+// shell, and systemd's default KillMode sends SIGTERM to every process of the unit: this child
+// would die mid-book before the worker, which got the same signal, had aborted the run, and the
+// run would fail with "the extraction process ended" instead of being given back (ADR-022: a
+// deploy never fails a job). The worker ends this child (SIGKILL on abort, or its stdin's end);
+// these three signals are the worker's (lib/lifecycle.ts shuts down on each).
+for (const name of ["SIGINT", "SIGTERM", "SIGHUP"] as const) Deno.addSignalListener(name, () => {});
 
 /** Never aborts: cancelling is killing this process, not a signal. */
 const NEVER = new AbortController().signal;

@@ -383,7 +383,7 @@ Deno.test("extractBook() kills the extraction child at once when aborted mid-par
   });
 });
 
-Deno.test("the extraction child outlives a SIGINT or SIGTERM sent to it (a terminal's Ctrl-C, systemd's stop): the book still comes back, and the worker alone ends it", async () => {
+Deno.test("the extraction child outlives a SIGINT, SIGTERM or SIGHUP sent to it (a terminal's Ctrl-C, systemd's stop, a closed terminal): the book still comes back, and the worker alone ends it", async () => {
   await inTempDir(async (dir) => {
     closeExtractor();
     await untilNoChild();
@@ -396,7 +396,7 @@ Deno.test("the extraction child outlives a SIGINT or SIGTERM sent to it (a termi
     const pid = await waitForChild();
     // Wait until the child is running the book: blocked opening the FIFO.
     await waitForThreads(/wait_for_partner/, true);
-    for (const name of ["SIGINT", "SIGTERM"] as const) Deno.kill(pid, name);
+    for (const name of ["SIGINT", "SIGTERM", "SIGHUP"] as const) Deno.kill(pid, name);
     await new Promise((resolve) => setTimeout(resolve, 300));
     assert.ok(await Deno.stat(`/proc/${pid}`).then(() => true, () => false), "the child died");
     await Deno.writeTextFile(fifo, "# Held\n\n## One\n\nText.\n");
