@@ -78,14 +78,21 @@ export const requireJson = createMiddleware(async (c, next) => {
 });
 
 /**
- * For routes whose body is optional (the claims): no body at all reads as `{}`; a body must be
- * declared JSON (415), so text sent by mistake never claims with defaults.
+ * For routes whose body is optional (the claims): an empty body reads as `{}`, declared JSON or
+ * not (`curl -X POST -H 'Content-Type: application/json' …` with no `-d`); a body that is not
+ * empty must be declared JSON (415), so text sent by mistake never claims with defaults.
  */
 export const optionalJson = createMiddleware(async (c, next) => {
-  if (JSON_TYPE.test(c.req.header("content-type") ?? "")) return await next();
-  if ((await c.req.text()) !== "") {
-    return c.json({ error: "Expected Content-Type: application/json" }, 415);
+  const isJson = JSON_TYPE.test(c.req.header("content-type") ?? "");
+  if ((await c.req.text()) === "") {
+    // The JSON validator parses `c.req.json()`: give it `{}` in place of the empty body.
+    if (isJson) {
+      c.req.raw = new Request(c.req.raw, { body: "{}" });
+      c.req.bodyCache = {};
+    }
+    return await next();
   }
+  if (!isJson) return c.json({ error: "Expected Content-Type: application/json" }, 415);
   return await next();
 });
 

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { dbTest, waitFor } from "../../_db.ts";
-import { hostApi, insertEdition, snapshot } from "../../_host.ts";
+import { HOST_TOKEN, hostApi, insertEdition, snapshot } from "../../_host.ts";
 import { seoView } from "../../../queues/seo_backfill/view.ts";
 import { ingestionView } from "../../../queues/ingestion/view.ts";
 
@@ -37,6 +37,29 @@ dbTest(
     const rest = await (await call("POST", "/seo/jobs/claim", { limit: "50" })).json();
     assert.deepEqual(rest.jobs.map((j: { id: string }) => j.id), [ids[2]]);
     assert.deepEqual((await (await call("POST", "/seo/jobs/claim")).json()).jobs, []);
+  },
+);
+
+dbTest(
+  "claim() reads an empty body as {} whether or not it is declared JSON; a text body is 415",
+  async (db) => {
+    const { call } = hostApi(db);
+    const auth = { authorization: `Bearer ${HOST_TOKEN}` };
+    for (let i = 0; i < 2; i++) {
+      await call("POST", "/seo/jobs", { edition_id: await insertEdition(db.sql, `Book ${i}`) });
+    }
+    const text = await call("POST", "/seo/jobs/claim", "limit=5", {
+      ...auth,
+      "content-type": "text/plain",
+    });
+    assert.equal(text.status, 415);
+    assert.deepEqual(await text.json(), { error: "Expected Content-Type: application/json" });
+    for (const type of ["application/json", undefined]) {
+      const headers = type === undefined ? auth : { ...auth, "content-type": type };
+      const res = await call("POST", "/seo/jobs/claim", "", headers);
+      assert.equal(res.status, 200, `${type}: ${await res.clone().text()}`);
+      assert.equal((await res.json()).jobs.length, 1, `${type}: the default limit is 1`);
+    }
   },
 );
 
