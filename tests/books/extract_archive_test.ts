@@ -67,6 +67,17 @@ Deno.test("extractBook() reads a .txt.gz and an .html.gz as the file under the .
     assert.ok(alone.chapters.length > 1, name);
     assert.deepEqual(shown(gunzipped), shown(alone), name);
   }
+  // gzip(1) reads concatenated members as one file (RFC 1952 section 2.2); so does the reader.
+  const text = await fixture("alice.txt.gz");
+  const half = text.length >> 1;
+  const members = [gzipSync(text.subarray(0, half)), gzipSync(text.subarray(half))];
+  const joined = new Uint8Array(members[0].length + members[1].length);
+  joined.set(members[0]);
+  joined.set(members[1], members[0].length);
+  assert.deepEqual(
+    shown(await extractFile("alice.txt.gz", joined)),
+    shown(await extractFile("alice.txt", text)),
+  );
 });
 
 Deno.test("extractBook() reads a Gutenberg NNNN-h.zip (page and images, zipped by zip(1)) as the page beside its images", async () => {
@@ -211,6 +222,9 @@ Deno.test("extractBook() refuses a truncated or corrupt zip or gzip file", async
   const corrupt = zip.slice();
   for (let at = 200; at < 400; at++) corrupt[at] ^= 0x5a;
   await assertRefused("corrupt.zip", corrupt, /the ZIP archive is damaged: "alice\.txt"/);
+  const stored = zipSync({ "alice.txt": text }, { level: 0 });
+  stored[1000] ^= 0x01;
+  await assertRefused("flipped.zip", stored, /"alice\.txt" fails its CRC check/);
   const gz = gzipSync(text);
   await assertRefused(
     "cut.txt.gz",
