@@ -62,7 +62,7 @@ export interface PackedBook {
  *
  * A ZIP's book is its one text, Markdown or HTML file; with several, the one named like the
  * archive (`1342-h.zip` → `…/1342-h.htm`), else the largest when it is ten times the size of every
- * other; anything else (images, CSS, a `__MACOSX/` fork) is left packed. A gzip file holds the
+ * other; anything else (images, CSS, a macOS `._` fork) is left packed. A gzip file holds the
  * file its name has under `.gz`.
  *
  * @param kind `zip` or `gzip`, as the extension named it.
@@ -90,9 +90,9 @@ function unpackZip(bytes: Uint8Array, path: string, fail: Fail): PackedBook {
   if (total > MAX_UNPACKED_BYTES) {
     throw fail(`its files unpack to more than "${MAX_UNPACKED_BYTES}" bytes`);
   }
+  // `._name`: a macOS resource fork (AppleDouble), in place or under `__MACOSX/`, not a file.
   const files = entries.filter((entry) =>
-    !entry.name.endsWith("/") && !entry.name.startsWith("__MACOSX/") &&
-    !basename(entry.name).startsWith("._")
+    !entry.name.endsWith("/") && !basename(entry.name).startsWith("._")
   );
   const books = files.filter((entry) => bookFormat(entry.name) !== undefined);
   const main = mainBook(books, path);

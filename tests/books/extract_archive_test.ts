@@ -10,6 +10,7 @@ import assert from "node:assert/strict";
 import { dirname, join } from "node:path";
 import { gunzipSync, gzipSync, strToU8, type Zippable, zipSync } from "fflate";
 import { extractBook, type ExtractedBook, UnreadableBookError } from "../../books/extract.ts";
+import { tooBig } from "../../books/extract_process.ts";
 import { PNG } from "../_epub.ts";
 
 const FIXTURES = new URL("../fixtures/books/", import.meta.url).pathname;
@@ -106,14 +107,31 @@ Deno.test("extractBook() picks a zip's main book: the one named like the zip, el
   assert.deepEqual(shown(largest), expected);
 });
 
-/** A zip's central directory with every entry's declared unpacked size set to `size`. */
-function declareSize(zip: Uint8Array, size: number): Uint8Array {
+Deno.test("extractBook() passes over a zip's macOS resource forks (._name, __MACOSX/)", async () => {
+  const story = strToU8("A Short Story\n\nCHAPTER I\n\nIt was short.\n\nCHAPTER II\n\nIt ended.\n");
+  // AppleDouble: magic 0x00051607, then binary; bigger than the story, as a fork often is.
+  const fork = new Uint8Array(4096);
+  fork.set([0x00, 0x05, 0x16, 0x07]);
+  const expected = shown(await extractFile("story.txt", story));
+  const zip = zipSync({ "story/story.txt": story, "__MACOSX/story/._story.txt": fork });
+  assert.deepEqual(shown(await extractFile("book.zip", zip)), expected);
+});
+
+/** A zip with a field of every central directory header set: 32 bits, or 16 with `bits`. */
+function patchDirectory(zip: Uint8Array, field: number, value: number, bits = 32): Uint8Array {
   const out = zip.slice();
   const view = new DataView(out.buffer);
   for (let at = 0; at + 46 <= out.length; at++) {
-    if (view.getUint32(at, true) === 0x02014b50) view.setUint32(at + 24, size, true);
+    if (view.getUint32(at, true) !== 0x02014b50) continue;
+    if (bits === 32) view.setUint32(at + field, value, true);
+    else view.setUint16(at + field, value, true);
   }
   return out;
+}
+
+/** A zip's central directory with every entry's declared unpacked size set to `size`. */
+function declareSize(zip: Uint8Array, size: number): Uint8Array {
+  return patchDirectory(zip, 24, size);
 }
 
 /** Extract a hostile file: it must be refused, fast, with `reason`, and a book after it still read. */
@@ -213,6 +231,24 @@ Deno.test("extractBook() refuses a zip with two unrelated books and no main one,
     two,
     /several books and none is the main one.*"alice\.txt", "jekyll\.txt"/,
   );
+});
+
+Deno.test("extractBook() refuses an encrypted zip entry, and one compressed by a method other than deflate", async () => {
+  const zip = zipSync({ "alice.txt": await fixture("alice.txt.gz") });
+  await assertRefused("locked.zip", patchDirectory(zip, 8, 1, 16), /"alice\.txt" is encrypted/);
+  await assertRefused(
+    "bzip2.zip",
+    patchDirectory(zip, 10, 12, 16),
+    /"alice\.txt" uses compression method "12", not stored or deflated/,
+  );
+});
+
+Deno.test("extractBook()'s child names a packed book's archive in its errors: a ZIP archive, a gzip file", () => {
+  assert.match(
+    tooBig("books/11.zip", 200 * 1024 * 1024).message,
+    /^Cannot read ZIP archive "books\/11\.zip"/,
+  );
+  assert.match(tooBig("books/11.txt.gz", 200 * 1024 * 1024).message, /^Cannot read gzip file /);
 });
 
 Deno.test("extractBook() refuses a truncated or corrupt zip or gzip file", async () => {
