@@ -24,7 +24,13 @@ import {
   UnreadableBookError,
 } from "./book.ts";
 import { MAX_ENTRY_BYTES, MAX_UNPACKED_BYTES } from "./epub_archive.ts";
-import { type Fail, readZipDirectory, unpackEntry, type ZipEntry } from "./zip_directory.ts";
+import {
+  type Fail,
+  INFLATE_CHUNK,
+  readZipDirectory,
+  unpackEntry,
+  type ZipEntry,
+} from "./zip_directory.ts";
 
 /** Most entries a book's ZIP may list: a Gutenberg HTML book's is its page and a few hundred images. */
 export const MAX_ARCHIVE_ENTRIES = 10_000;
@@ -151,13 +157,15 @@ function gunzipBook(bytes: Uint8Array, path: string, fail: Fail): PackedBook {
   if (bytes.length === 0) throw fail("the file is empty");
   const chunks: Uint8Array[] = [];
   let total = 0;
+  /** Input bytes handed to the inflater so far: the ratio is of what came out of them. */
+  let pushed = 0;
   let ended = false;
   let over: string | null = null;
   const gunzip = new Gunzip((chunk, final) => {
     total += chunk.length;
     if (total > MAX_GUNZIP_BYTES) {
       over = `it unpacks to more than "${MAX_GUNZIP_BYTES}" bytes`;
-    } else if (total > RATIO_FLOOR_BYTES && total > bytes.length * MAX_COMPRESSION_RATIO) {
+    } else if (total > RATIO_FLOOR_BYTES && total > pushed * MAX_COMPRESSION_RATIO) {
       over = `it is compressed more than ${MAX_COMPRESSION_RATIO} to 1 (a gzip bomb, not a book)`;
     }
     if (over !== null) throw new RangeError(over);
@@ -166,9 +174,9 @@ function gunzipBook(bytes: Uint8Array, path: string, fail: Fail): PackedBook {
   });
   try {
     // In slices, so each expands at most ~1032× before the bounds above see it.
-    const slice = 16 * 1024;
-    for (let from = 0; from < bytes.length; from += slice) {
-      gunzip.push(bytes.subarray(from, from + slice), from + slice >= bytes.length);
+    for (let from = 0; from < bytes.length; from += INFLATE_CHUNK) {
+      pushed = Math.min(from + INFLATE_CHUNK, bytes.length);
+      gunzip.push(bytes.subarray(from, pushed), pushed === bytes.length);
     }
   } catch (error) {
     if (over !== null) throw fail(over);

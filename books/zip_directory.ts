@@ -34,8 +34,11 @@ const ZIP64_LOCATOR = 0x07064b50;
 const ZIP64_EOCD = 0x06064b50;
 const CENTRAL = 0x02014b50;
 const LOCAL = 0x04034b50;
-/** Input handed to the inflater at a time: it expands at most ~1032× before output is counted. */
-const INFLATE_CHUNK = 16 * 1024;
+/**
+ * Input handed to the inflater at a time, bytes (4 KiB): deflate expands it at most ~1032× (to
+ * ~4 MiB) before the output is counted.
+ */
+export const INFLATE_CHUNK = 4 * 1024;
 
 /**
  * Read the central directory of a ZIP archive.
