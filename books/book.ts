@@ -10,6 +10,26 @@ import { basename, extname } from "node:path";
 /** A book file format, chosen by file extension. */
 export type BookFormat = "text" | "markdown" | "html" | "epub";
 
+/** A packed book file: a ZIP archive holding one, or a gzip'd one (`books/book_archive.ts`). */
+export type ArchiveFormat = "zip" | "gzip";
+
+/** File extension (lower case) → the archive it is unpacked as. */
+export const ARCHIVES: ReadonlyMap<string, ArchiveFormat> = new Map([
+  [".zip", "zip"],
+  [".gz", "gzip"],
+]);
+
+/**
+ * What a path's extension says it is, for reading it and for naming it in messages.
+ *
+ * @param path a file path.
+ * @returns its book format or archive format, or `undefined` for an extension that is neither.
+ */
+export function sourceFormat(path: string): BookFormat | ArchiveFormat | undefined {
+  const extension = extname(path).toLowerCase();
+  return FORMATS.get(extension) ?? ARCHIVES.get(extension);
+}
+
 /** File extension (lower case) → the format it is read as. */
 export const FORMATS: ReadonlyMap<string, BookFormat> = new Map([
   [".txt", "text"],
@@ -125,24 +145,26 @@ export class UnreadableBookError extends Error {
 }
 
 /** How each format is named in error messages. */
-const FORMAT_NAMES: Readonly<Record<BookFormat, string>> = {
+const FORMAT_NAMES: Readonly<Record<BookFormat | ArchiveFormat, string>> = {
   text: "text file",
   markdown: "Markdown",
   html: "HTML",
   epub: "EPUB",
+  zip: "ZIP archive",
+  gzip: "gzip file",
 };
 
 /**
  * Build the error for a book file that cannot be read, with the house message shape.
  *
- * @param format the format the file was read as.
+ * @param format the format (or archive format) the file was read as.
  * @param path the path as given to `extractBook`, quoted in the message.
  * @param reason what is wrong with the file, lower case, values quoted.
  * @param cause the underlying error, if any.
  * @returns an error whose message reads `Cannot read EPUB "x.epub": <reason>`.
  */
 export function unreadableBook(
-  format: BookFormat,
+  format: BookFormat | ArchiveFormat,
   path: string,
   reason: string,
   cause?: unknown,

@@ -13,6 +13,7 @@
  */
 import { extname } from "node:path";
 import {
+  ARCHIVES,
   type BookFormat,
   type BookWarning,
   describeParseError,
@@ -21,6 +22,7 @@ import {
   unreadableBook,
   UnreadableBookError,
 } from "./book.ts";
+import { unpackBook } from "./book_archive.ts";
 import { extractEpub } from "./epub.ts";
 import { extractHtml } from "./html_book.ts";
 import { extractMarkdown } from "./markdown.ts";
@@ -29,7 +31,8 @@ import { vetBookResources } from "./resource_types.ts";
 import { extractText } from "./text.ts";
 
 /**
- * Read a book file into its title, author and chapters, on this thread.
+ * Read a book file into its title, author and chapters, on this thread. A `.zip` or `.gz` is
+ * unpacked first (`books/book_archive.ts`) and its book file read as that file would be.
  *
  * NUL (U+0000), which Postgres cannot store in text: a plain-text file holding a NUL byte is
  * refused (`decodeBookText`); in the markup formats every U+0000 in the finished book (titles,
@@ -45,7 +48,8 @@ import { extractText } from "./text.ts";
  * @throws UnreadableBookError when the extension is not a known format, the file is missing, is
  *   a directory, is over 256 MiB, is empty or only whitespace, is binary data (plain text with a NUL
  *   byte, or control characters), is a broken EPUB, cannot be parsed (nested too deeply, or any
- *   other throw while parsing), or yields no chapters.
+ *   other throw while parsing), or yields no chapters; for a `.zip` or `.gz`, also when it is
+ *   damaged, over an unpacking bound, or holds no single book file (`unpackBook`).
  * @throws `signal.reason` when the signal aborts.
  * @throws any other error from the file system as-is (e.g. `Deno.errors.NotCapable`,
  *   `Deno.errors.PermissionDenied`, an I/O error): transient, worth a retry.
@@ -56,9 +60,16 @@ export async function extractInProcess(
 ): Promise<ExtractedBook> {
   signal.throwIfAborted();
   const extension = extname(path).toLowerCase();
+  const archive = ARCHIVES.get(extension);
+  if (archive !== undefined) {
+    // The packed file is read as it would be on disk, under its name inside the archive.
+    const packed = unpackBook(archive, await readBookFile(path, archive, signal), path);
+    signal.throwIfAborted();
+    return await vetBookResources(parseBook(packed.format, packed.bytes, packed.path, signal));
+  }
   const format = FORMATS.get(extension);
   if (format === undefined) {
-    const known = [...FORMATS.keys()].join(", ");
+    const known = [...FORMATS.keys(), ...ARCHIVES.keys()].join(", ");
     throw new UnreadableBookError(
       extension === ""
         ? `Cannot read book "${path}": the file name has no extension, expected one of ${known}`

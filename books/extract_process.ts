@@ -6,8 +6,7 @@
  *
  * @module
  */
-import { extname } from "node:path";
-import { FORMATS, unreadableBook } from "./book.ts";
+import { sourceFormat, unreadableBook } from "./book.ts";
 import {
   decodeAnswer,
   type ExtractRequest,
@@ -149,7 +148,7 @@ export class ExtractorChild {
     const status = await this.#exited;
     const how = status.signal !== null ? `signal ${status.signal}` : `exit code ${status.code}`;
     if (OUT_OF_MEMORY.test(this.#stderrTail)) {
-      const format = FORMATS.get(extname(path).toLowerCase()) ?? "text";
+      const format = sourceFormat(path) ?? "text";
       return unreadableBook(
         format,
         path,
@@ -179,7 +178,7 @@ export class ExtractorChild {
 export class ChildEnded extends Error {}
 
 export function tooBig(path: string, length: number): Error {
-  const format = FORMATS.get(extname(path).toLowerCase()) ?? "text";
+  const format = sourceFormat(path) ?? "text";
   const mib = (bytes: number) => Math.ceil(bytes / 1024 / 1024);
   return unreadableBook(
     format,

@@ -5,7 +5,7 @@
  *
  * @module
  */
-import { type BookFormat, unreadableBook } from "./book.ts";
+import { type ArchiveFormat, type BookFormat, unreadableBook } from "./book.ts";
 import { BinaryDataError, decodeBookBytes, type DecodedText } from "./decode.ts";
 
 /**
@@ -28,7 +28,7 @@ const STREAM_CHUNK_BYTES = 64 * 1024;
  * writer appears, and the file it then yields is closed at once.
  *
  * @param path file to read.
- * @param format the format it will be read as (names it in error messages).
+ * @param format the format (or archive format) it will be read as (names it in error messages).
  * @param signal aborts the read; the promise then rejects with `signal.reason`.
  * @returns the file's bytes (at most `MAX_BOOK_BYTES`).
  * @throws UnreadableBookError when the file does not exist (or a directory in its path is a
@@ -39,7 +39,7 @@ const STREAM_CHUNK_BYTES = 64 * 1024;
  */
 export async function readBookFile(
   path: string,
-  format: BookFormat,
+  format: BookFormat | ArchiveFormat,
   signal: AbortSignal,
 ): Promise<Uint8Array> {
   signal.throwIfAborted();
@@ -118,7 +118,7 @@ export function isBlank(bytes: Uint8Array): boolean {
 async function readAll(
   file: Deno.FsFile,
   path: string,
-  format: BookFormat,
+  format: BookFormat | ArchiveFormat,
   signal: AbortSignal,
   info: Deno.FileInfo,
 ): Promise<Uint8Array> {

@@ -1,7 +1,7 @@
 /**
  * Receiving a reader's upload: a `multipart/form-data` body streamed to disk with `busboy`, one
- * file part kept under `<storage>/uploads/<uuid><original extension>`, its size capped while it
- * streams. A cut-short or refused upload leaves no file behind. `busboy` is loaded on the first
+ * file part kept under `<storage>/uploads/<uuid><original extension>` (`.txt.gz` for a gzip'd
+ * text), its size capped while it streams. A cut-short or refused upload leaves no file behind. `busboy` is loaded on the first
  * upload.
  *
  * @module
@@ -16,6 +16,22 @@ import { ConfigError } from "../config.ts";
 
 /** Default largest upload, in bytes (100 MiB; `MAX_UPLOAD_BYTES`). */
 export const DEFAULT_MAX_UPLOAD_BYTES = 100 * 1024 * 1024;
+/** An extension kept on a saved upload: a dot and up to ten lower-case letters or digits. */
+const SAFE_EXTENSION = /^\.[a-z0-9]{1,10}$/;
+
+/**
+ * The extension a saved upload keeps, which says how it is read (`books/book.ts`): the file name's
+ * last one, lower case; for a gzip'd file the one under `.gz` too (`1342-0.txt.gz` → `.txt.gz`),
+ * which says what it holds. `""` for none or one that is not {@linkcode SAFE_EXTENSION}.
+ */
+function keptExtension(filename: string): string {
+  const ext = extname(filename).toLowerCase();
+  if (!SAFE_EXTENSION.test(ext)) return "";
+  if (ext !== ".gz") return ext;
+  const inner = extname(filename.slice(0, -ext.length)).toLowerCase();
+  return SAFE_EXTENSION.test(inner) ? `${inner}${ext}` : ext;
+}
+
 /** Slack for the multipart framing and small fields when judging `Content-Length`, in bytes. */
 const FRAMING_BYTES = 64 * 1024;
 
@@ -107,8 +123,7 @@ export async function receiveUpload(
       stream.resume();
       return;
     }
-    const ext = extname(info.filename ?? "").toLowerCase();
-    const name = `${crypto.randomUUID()}${/^\.[a-z0-9]{1,10}$/.test(ext) ? ext : ""}`;
+    const name = `${crypto.randomUUID()}${keptExtension(info.filename ?? "")}`;
     const path = join(dir, name);
     const out = createWriteStream(path, { mode: 0o600 });
     // A body cut short makes busboy destroy this part's stream with "Unexpected end of form"; the

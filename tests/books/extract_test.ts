@@ -75,7 +75,7 @@ Deno.test("extractBook() refuses an unknown extension, naming it", async () => {
     await assertUnreadable(
       extractBook(path, signal()),
       `Cannot read book "${path}": unknown file type ".pdf", expected one of ` +
-        ".txt, .md, .markdown, .html, .htm, .xhtml, .epub",
+        ".txt, .md, .markdown, .html, .htm, .xhtml, .epub, .zip, .gz",
     );
     const bare = join(dir, "README");
     await Deno.writeTextFile(bare, "words");

@@ -82,3 +82,27 @@ Deno.test("receiveUpload: a field sent twice is a 400 naming it, whichever field
     }
   }
 });
+
+Deno.test("receiveUpload: the saved file keeps the extension that says how to read it, .txt.gz whole", async () => {
+  const cases: Array<[string, string]> = [
+    ["1342-0.txt.gz", ".txt.gz"],
+    ["Pride.HTML.GZ", ".html.gz"],
+    ["1342-h.zip", ".zip"],
+    ["book.epub", ".epub"],
+    ["notes.gz", ".gz"],
+    ["README", ""],
+  ];
+  for (const [filename, kept] of cases) {
+    const dir = await Deno.makeTempDir();
+    try {
+      const body = `--${BOUNDARY}\r\nContent-Disposition: form-data; name="file"; ` +
+        `filename="${filename}"\r\nContent-Type: application/octet-stream\r\n\r\nbytes\r\n` +
+        `--${BOUNDARY}--\r\n`;
+      const upload = await receiveUpload(request(body), dir, 1024 * 1024);
+      assert.match(upload.sourcePath, /^uploads\/[0-9a-f-]{36}/, filename);
+      assert.equal(upload.sourcePath.slice("uploads/".length + 36), kept, filename);
+    } finally {
+      await Deno.remove(dir, { recursive: true });
+    }
+  }
+});
