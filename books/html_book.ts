@@ -135,7 +135,11 @@ export function extractHtml(source: string, path: string, signal: AbortSignal): 
       if (section.heading !== null) carried.push(section.heading);
       continue;
     }
-    const { html } = renderChapterHtml([...carried, ...own]);
+    // The chapter's own anchors (those of the carried headings among them) go above the carried
+    // headings, so a link to any of them opens the chapter at its top.
+    const shown = own.findIndex((node) => showsSomething([node]));
+    const lead = shown === -1 ? own.length : shown;
+    const { html } = renderChapterHtml([...own.slice(0, lead), ...carried, ...own.slice(lead)]);
     carried = [];
     chapters.push({ title: heading || `Chapter ${chapters.length + 1}`, html });
   }
@@ -310,14 +314,7 @@ function splitAtHeadings(nodes: ChildNode[], isSplit: (element: Element) => bool
   const visit = (children: ChildNode[]): void => {
     for (const node of children) {
       if (isTag(node) && isSplit(node)) {
-        // An empty anchor right before the heading (`<a id="ch1"></a><h2>`) marks the heading:
-        // it goes with it, not at the end of the chapter before.
-        const before = sections[sections.length - 1].nodes;
-        let from = before.length;
-        while (from > 0 && (isBlankText(before[from - 1]) || isEmptyAnchor(before[from - 1]))) {
-          from -= 1;
-        }
-        sections.push({ heading: node, nodes: before.splice(from) });
+        sections.push({ heading: node, nodes: takeAnchors(sections[sections.length - 1].nodes) });
       } else if (isTag(node) && DomUtils.existsOne(isSplit, node.children)) {
         visit(node.children);
       } else {
@@ -342,14 +339,27 @@ function isTitlePage(nodes: ChildNode[]): boolean {
 /** Longest title page left out, in characters (as for plain text, `books/text.ts`). */
 const MAX_TITLE_PAGE_CHARS = 300;
 
-function isBlankText(node: ChildNode): boolean {
-  return isText(node) && node.data.trim() === "";
+/**
+ * Take the anchors that end a section out of it: they mark the heading that follows, and go with
+ * it, not at the end of the chapter before. An anchor is an element with an `id` (`<a name>` has
+ * one by now) that shows nothing, or a wrapper showing nothing that holds one: Gutenberg's
+ * `<a id="link2HCH0001"><!-- H2 anchor --></a>`, alone or in a `<p>` with `<br>`s. Taken from
+ * the section's end back to the first node that shows something; what shows nothing and holds
+ * no id (a `<div style="height: 4em">` of `<br>`s) is passed over and stays.
+ *
+ * @param nodes a section's nodes; the anchors are spliced out of it.
+ * @returns the anchors, in document order.
+ */
+function takeAnchors(nodes: ChildNode[]): ChildNode[] {
+  const anchors: ChildNode[] = [];
+  for (let index = nodes.length - 1; index >= 0 && !showsSomething([nodes[index]]); index--) {
+    if (holdsId(nodes[index])) anchors.unshift(...nodes.splice(index, 1));
+  }
+  return anchors;
 }
 
-/** An element with an `id` and nothing to show (`<a id="ch1"></a>`, `<span id="p7"/>`). */
-function isEmptyAnchor(node: ChildNode): boolean {
-  return isTag(node) && (node.attribs.id ?? node.attribs.name ?? "") !== "" &&
-    node.children.every((child) => isBlankText(child));
+function holdsId(node: ChildNode): boolean {
+  return isTag(node) && DomUtils.existsOne((element) => (element.attribs.id ?? "") !== "", [node]);
 }
 
 /** Take the front matter's first paragraph out when it is a `by X` byline; return the name. */

@@ -1,0 +1,129 @@
+/**
+ * `extractBook()` on the markup Project Gutenberg's HTML files are made of: the empty
+ * `<a name … id …><!-- H2 anchor --></a>` set before each chapter heading, which the contents
+ * links name, and titles set as several headings in a row. The fixtures are trimmed from real
+ * files (`tests/fixtures/cases/`, cited in `tests/fixtures/books/SOURCES.md`).
+ *
+ * @module
+ */
+import assert from "node:assert/strict";
+import { join } from "node:path";
+import { extractBook, type ExtractedBook } from "../../books/extract.ts";
+import { htmlText } from "../../books/sanitize.ts";
+import { brokenLinks } from "../../bench/_book_links.ts";
+
+const CASES = new URL("../fixtures/cases/", import.meta.url);
+
+function extractFixture(name: string): Promise<ExtractedBook> {
+  return extractBook(new URL(name, CASES).pathname, new AbortController().signal);
+}
+
+async function extractFrom(name: string, content: string): Promise<ExtractedBook> {
+  const dir = await Deno.makeTempDir({ prefix: "extract_html_gutenberg_test_" });
+  try {
+    await Deno.writeTextFile(join(dir, name), content);
+    return await extractBook(join(dir, name), new AbortController().signal);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+}
+
+/**
+ * Where each link of the first chapter lands: the title of the chapter holding its target, and
+ * the text a reader sees in that chapter before the target (`""`: it opens the chapter).
+ */
+function landings(book: ExtractedBook): { link: string; chapter: string; before: string }[] {
+  const links = book.chapters[0].html.matchAll(/<a href="(\d+)\.html#([^"]+)">(.*?)<\/a>/gs);
+  return [...links].map(([, file, id, text]) => {
+    const target = book.chapters[Number(file) - 1];
+    const at = target.html.indexOf(` id="${id}"`);
+    assert.notEqual(at, -1, `${id} in ${target.title}`);
+    const before = htmlText(target.html.slice(0, at).replace(/<[^>]*$/, ""));
+    return { link: htmlText(text), chapter: target.title, before };
+  });
+}
+
+function missing(book: ExtractedBook): string[] {
+  return (book.warnings ?? []).filter((warning) => warning.kind === "resource_missing")
+    .map((warning) => warning.message);
+}
+
+Deno.test("extractBook() gives Moby-Dick's chapter anchors to the chapters they open, so each contents link opens its chapter", async () => {
+  const book = await extractFixture("moby-dick-anchors.html");
+  assert.deepEqual(book.chapters.map((chapter) => chapter.title).slice(1), [
+    "ETYMOLOGY.",
+    "EXTRACTS. (Supplied by a Sub-Sub-Librarian).",
+    "CHAPTER 1. Loomings.",
+    "CHAPTER 2. The Carpet-Bag.",
+    "CHAPTER 3. The Spouter-Inn.",
+  ]);
+  assert.deepEqual(landings(book), [
+    { link: "ETYMOLOGY.", chapter: "ETYMOLOGY.", before: "" },
+    {
+      link: "EXTRACTS (Supplied by a Sub-Sub-Librarian).",
+      chapter: "EXTRACTS. (Supplied by a Sub-Sub-Librarian).",
+      before: "",
+    },
+    { link: "CHAPTER 1. Loomings.", chapter: "CHAPTER 1. Loomings.", before: "" },
+    { link: "CHAPTER 2. The Carpet-Bag.", chapter: "CHAPTER 2. The Carpet-Bag.", before: "" },
+    { link: "CHAPTER 3. The Spouter-Inn.", chapter: "CHAPTER 3. The Spouter-Inn.", before: "" },
+  ]);
+  // The chapter before ends with its own text, not the next one's anchor.
+  assert.doesNotMatch(book.chapters[3].html, /link2HCH0002/);
+  assert.deepEqual(brokenLinks(book), []);
+  assert.deepEqual(missing(book), []);
+});
+
+Deno.test("extractBook() keeps the anchors of a heading with nothing under it (Leaves of Grass's BOOK I) at the top of the chapter it is carried into", async () => {
+  const book = await extractFixture("leaves-of-grass-anchors.html");
+  assert.deepEqual(book.chapters.map((chapter) => chapter.title).slice(1), [
+    "One's-Self I Sing",
+    "As I Ponder'd in Silence",
+  ]);
+  assert.deepEqual(landings(book), [
+    { link: "BOOK I. INSCRIPTIONS", chapter: "One's-Self I Sing", before: "" },
+    { link: "One's-Self I Sing", chapter: "One's-Self I Sing", before: "" },
+    { link: "As I Ponder'd in Silence", chapter: "As I Ponder'd in Silence", before: "" },
+  ]);
+  // The part heading is still shown, above the poem.
+  assert.match(htmlText(book.chapters[1].html), /^BOOK I\. INSCRIPTIONS One's-self I sing/);
+  assert.deepEqual(missing(book), []);
+});
+
+Deno.test("kind of Moby-Dick: an anchor that shows nothing, bare, in a wrapper or in the chapter's own <div>, goes with the heading after it", async () => {
+  const anchor = (id: string) => `<a name="${id}" id="${id}"><!--  H2 anchor --></a>`;
+  const spacer = '<div style="height: 4em;"><br /><br /><br /><br /></div>';
+  const shapes: Record<string, (id: string, heading: string) => string> = {
+    bare: (id, heading) => `${anchor(id)}\n<h2>${heading}</h2>`,
+    "in a <p> with <br>s": (id, heading) =>
+      `<p><br /> <br /> ${anchor(id)}</p>\n${spacer}\n<h2>${heading}</h2>`,
+    "in the chapter's <div>": (id, heading) =>
+      `<div class="chapter">\n${anchor(id)}\n<h2>${heading}</h2>`,
+    "name only, in a <div>": (id, heading) =>
+      `<div><a name="${id}"></a></div><hr />\n<h2>${heading}</h2>`,
+  };
+  for (const [shape, open] of Object.entries(shapes)) {
+    const close = shape === "in the chapter's <div>" ? "</div>" : "";
+    const chapters = [1, 2, 3].map((n) =>
+      `${open(`ch${n}`, `CHAPTER ${n}. Title ${n}.`)}\n<p>Text of chapter ${n}.</p>${close}`
+    );
+    const book = await extractFrom(
+      "anchors.html",
+      `<html><head><title>Anchors</title></head><body><h1>Anchors</h1>
+<blockquote><p><a href="#ch1">CHAPTER 1. Title 1.</a></p><p><a href="#ch2">CHAPTER 2. Title 2.</a></p>
+<p><a href="#ch3">CHAPTER 3. Title 3.</a></p></blockquote><p>A note before the chapters.</p>
+${chapters.join("\n")}
+</body></html>`,
+    );
+    assert.deepEqual(
+      landings(book),
+      [1, 2, 3].map((n) => ({
+        link: `CHAPTER ${n}. Title ${n}.`,
+        chapter: `CHAPTER ${n}. Title ${n}.`,
+        before: "",
+      })),
+      shape,
+    );
+    assert.equal(htmlText(book.chapters[1].html), "Text of chapter 1.", shape);
+  }
+});
