@@ -8,7 +8,7 @@
  */
 import { DomUtils } from "htmlparser2";
 import { basename } from "node:path";
-import { type ChildNode, Element, isTag, isText } from "domhandler";
+import { type ChildNode, Element, isTag } from "domhandler";
 import {
   type BookWarning,
   collapseWhitespace,
@@ -22,26 +22,19 @@ import { parseHtmlPage, renderChapterHtml } from "./html.ts";
 import { parseByline } from "./text.ts";
 import { classifyLine } from "./text_headings.ts";
 import { stripGutenbergFrame } from "./html_gutenberg.ts";
+import { HEADING_LEVELS, headingText, joinSplitHeadings } from "./html_headings.ts";
 
 /** Fewest links into the book that make an element a contents list. */
 const MIN_CONTENTS_LINKS = 3;
-
-const HEADING_LEVELS: ReadonlyMap<string, number> = new Map(Object.entries({
-  h1: 1,
-  h2: 2,
-  h3: 3,
-  h4: 4,
-  h5: 5,
-  h6: 6,
-}));
 
 /**
  * Read an HTML book into chapters at the heading level that divides it.
  *
  * The Gutenberg frame goes first: `#pg-header`, `#pg-footer` and `.pg-boilerplate` elements, and
- * everything up to a `*** START OF …` marker and from a `*** END OF …` marker. A heading that is
- * a byline (`By Herman Melville`) gives the author and is left out; so is a lone `h1` before every
- * other heading (the title heading). The level: the one whose headings most often read as chapter
+ * everything up to a `*** START OF …` marker and from a `*** END OF …` marker. Headings in a row
+ * that set one title are joined (`joinSplitHeadings`). A heading that is a byline
+ * (`By Herman Melville`) gives the author and is left out; so are the title headings: a lone `h1`
+ * before every other heading, or `h1`s all of one text (a cover's and a title page's). The level: the one whose headings most often read as chapter
  * headings (`Chapter 1`, `I. A SCANDAL…`, `Capítulo I`), when two or more do; else the highest
  * level used twice or more. Chapters split at that level and every level above it (a `VOLUME I`
  * `h2` over `h3` chapters opens a part; with nothing under it, it is no chapter). A `Contents`
@@ -68,6 +61,7 @@ export function extractHtml(source: string, path: string, signal: AbortSignal): 
   };
   const titled = splitTitle(page.title);
   const warnings: BookWarning[] = [];
+  joinSplitHeadings(page.body);
 
   let byline: string | null = null;
   const headings = DomUtils.findAll((element) => HEADING_LEVELS.has(element.name), page.body)
@@ -79,13 +73,21 @@ export function extractHtml(source: string, path: string, signal: AbortSignal): 
       return false;
     });
   const h1s = headings.filter((heading) => heading.name === "h1");
-  const lone = h1s.length === 1 && headings[0] === h1s[0] ? h1s[0] : null;
-  const rest = chooseSplit(headings.filter((heading) => heading !== lone), page.body);
-  // The lone h1 is the title heading when other headings divide the book; over a book with no
-  // other heading it is the one chapter's title.
-  const titleHeading = rest.size > 0 ? lone : null;
-  const split = rest.size > 0 || lone === null ? rest : new Set([lone]);
-  if (titleHeading !== null) DomUtils.removeElement(titleHeading);
+  // The title heading: a lone h1 before every other heading, or h1s that all say the same, the
+  // first before every other heading (the title on the cover and again on the title page).
+  const titleText = h1s.length > 0 ? headingText(h1s[0]).toLowerCase() : null;
+  const titleHeadings = headings[0] === h1s[0] &&
+      h1s.every((heading) => headingText(heading).toLowerCase() === titleText)
+    ? h1s
+    : [];
+  const rest = chooseSplit(
+    headings.filter((heading) => !titleHeadings.includes(heading)),
+    page.body,
+  );
+  // Title headings are left out when other headings divide the book; over a book with no other
+  // heading the first is the one chapter's title.
+  const split = rest.size > 0 || titleHeadings.length === 0 ? rest : new Set([titleHeadings[0]]);
+  if (rest.size > 0) { for (const heading of titleHeadings) DomUtils.removeElement(heading); }
 
   // A title heading keeps the punctuation that led on to its subtitle ("Frankenstein;").
   const title = frame.title ?? titled.title ??
@@ -244,30 +246,6 @@ function splitTitle(title: string | null): { title: string | null; author: strin
   if (/Project Gutenberg/i.test(title)) return readGutenbergHeader(title);
   const match = /^(.+?),?\s+by\s+(\p{Lu}.*)$/u.exec(title);
   return match === null ? { title, author: null } : { title: match[1], author: match[2] };
-}
-
-/**
- * A heading's text as shown: `<br>` as a space, page numbers (`span.pagenum`) and images left out.
- */
-function headingText(heading: Element): string {
-  const parts: string[] = [];
-  const alts: string[] = [];
-  const visit = (nodes: ChildNode[]): void => {
-    for (const node of nodes) {
-      if (isText(node)) parts.push(node.data);
-      else if (isTag(node)) {
-        const classes = (node.attribs.class ?? "").split(/\s+/);
-        if (node.name === "br") parts.push(" ");
-        else if (node.name === "img") alts.push(node.attribs.alt ?? "");
-        else if (!classes.includes("pagenum") && !classes.includes("caption")) {
-          visit(node.children);
-        }
-      }
-    }
-  };
-  visit(heading.children);
-  // A heading set as a picture of its words names itself in the picture's alt text.
-  return collapseWhitespace(parts.join("")) || collapseWhitespace(alts.join(" "));
 }
 
 /**

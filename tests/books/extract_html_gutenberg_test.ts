@@ -127,3 +127,54 @@ ${chapters.join("\n")}
     assert.equal(htmlText(book.chapters[1].html), "Text of chapter 1.", shape);
   }
 });
+
+Deno.test("extractBook() reads a title set as three h1s in a row as one heading, and the title on the cover and the title page as no chapter", async () => {
+  // The Gutenberg edition of Pinero's play sets "THE" / "MIND THE PAINT" / "GIRL" as three h1s,
+  // once on the cover and once on the title page.
+  const book = await extractFixture("mind-the-paint-girl-title.html");
+  assert.deepEqual(book.chapters.map((chapter) => chapter.title), [
+    "The “Mind the Paint” Girl",
+    "THE FIRST ACT",
+    "THE SECOND ACT",
+  ]);
+  // The front matter is one chapter: the cover's picture, the title page's lines, the copyright.
+  const front = htmlText(book.chapters[0].html);
+  assert.match(front, /A COMEDY In Four Acts/);
+  assert.match(front, /Copyright 1912/);
+  assert.doesNotMatch(front, /GIRL/);
+  // "By ARTHUR PINERO" under "In Four Acts" stays a byline.
+  assert.equal(book.author, "ARTHUR PINERO");
+});
+
+Deno.test("extractBook() joins <h2>THE</h2><h1>FLYING DUTCHMAN</h1> into one heading, and no two chapters share a name", async () => {
+  const book = await extractFixture("flying-dutchman-title.html");
+  const titles = book.chapters.map((chapter) => chapter.title);
+  assert.ok(titles.includes("THE FLYING DUTCHMAN"), titles.join(" | "));
+  assert.equal(new Set(titles).size, titles.length, titles.join(" | "));
+  assert.deepEqual(titles.slice(-3), ["ACT I.", "ACT II.", "ACT III."]);
+  // <h6>BY</h6> over <h4>RICHARD WAGNER</h4> is one line, a byline.
+  assert.equal(book.author, "RICHARD WAGNER");
+});
+
+Deno.test("kind of Mind the Paint: headings in a row join only as one title's lines", async () => {
+  const body = (headings: string) =>
+    `<html><head><title>Book</title></head><body>${headings}<p>Text.</p>` +
+    "<h2>CHAPTER I.</h2><p>One.</p><h2>CHAPTER II.</h2><p>Two.</p></body></html>";
+  const cases: [string, string[]][] = [
+    // Same or higher rank, nothing between: one heading (a comment is nothing).
+    ["<h2>THE</h2> <h2>LONG</h2><!-- x --><h2>NIGHT</h2>", ["THE LONG NIGHT"]],
+    ["<h3>THE</h3>\n<h2>LONG NIGHT</h2>", ["THE LONG NIGHT"]],
+    // A lower rank after is a subtitle; text or an element between keeps them apart.
+    ["<h2>THE LONG NIGHT</h2><h3>A Story</h3>", ["THE LONG NIGHT"]],
+    ["<h2>THE</h2><p>x</p><h2>LONG NIGHT</h2>", ["THE", "LONG NIGHT"]],
+    ["<h2>THE</h2>x<h2>LONG NIGHT</h2>", ["THE", "LONG NIGHT"]],
+    // A part over its first chapter, a preface: headings of their own.
+    ["<h2>BOOK I.</h2><h2>THE LONG NIGHT</h2>", ["THE LONG NIGHT"]],
+    ["<h2>PREFACE</h2><h2>THE LONG NIGHT</h2>", ["THE LONG NIGHT"]],
+  ];
+  for (const [headings, expected] of cases) {
+    const book = await extractFrom("joined.html", body(headings));
+    const titles = book.chapters.map((chapter) => chapter.title);
+    assert.deepEqual(titles.slice(0, -2), expected, headings);
+  }
+});
