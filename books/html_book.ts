@@ -22,10 +22,8 @@ import { parseHtmlPage, renderChapterHtml } from "./html.ts";
 import { parseByline } from "./text.ts";
 import { classifyLine } from "./text_headings.ts";
 import { stripGutenbergFrame } from "./html_gutenberg.ts";
+import { chapterStarts, dropContentsLists } from "./html_contents.ts";
 import { HEADING_LEVELS, headingText, joinSplitHeadings } from "./html_headings.ts";
-
-/** Fewest links into the book that make an element a contents list. */
-const MIN_CONTENTS_LINKS = 3;
 
 /**
  * Read an HTML book into chapters at the heading level that divides it.
@@ -93,6 +91,7 @@ export function extractHtml(source: string, path: string, signal: AbortSignal): 
   const title = frame.title ?? titled.title ??
     ((h1s.length > 0 ? cleanHeaderField(headingText(h1s[0])) : null) || fileStem(path));
   const sections = splitAtHeadings(page.body, (element) => split.has(element));
+  const starts = chapterStarts(sections);
   // Taken out even when <meta> names the author: it is title-page furniture, not a chapter.
   byline ??= takeByline(sections[0].nodes);
   const author = page.author ?? frame.author ?? titled.author ?? byline;
@@ -120,7 +119,7 @@ export function extractHtml(source: string, path: string, signal: AbortSignal): 
     const body = kept.filter((node) =>
       !(isTag(node) && (node.name === "title" || node.name === "head"))
     );
-    const own = dropContentsLists(body);
+    const own = dropContentsLists(body, starts);
     // Before the first chapter, headings alone (a subtitle under the title heading) are the
     // title page, not a chapter.
     if (section.heading === null && split.size > 0 && isTitlePage(own)) {
@@ -246,34 +245,6 @@ function splitTitle(title: string | null): { title: string | null; author: strin
   if (/Project Gutenberg/i.test(title)) return readGutenbergHeader(title);
   const match = /^(.+?),?\s+by\s+(\p{Lu}.*)$/u.exec(title);
   return match === null ? { title, author: null } : { title: match[1], author: match[2] };
-}
-
-/**
- * Take contents lists out of a section: elements of three or more links into the book whose
- * link text is most of their text (a `<p class="toc">`, a list or table of chapter links), and a
- * paragraph that only says "Contents".
- */
-function dropContentsLists(nodes: ChildNode[]): ChildNode[] {
-  const isList = (element: Element): boolean => {
-    const links = DomUtils.findAll(
-      (link) => link.name === "a" && (link.attribs.href ?? "").startsWith("#"),
-      element.children,
-    );
-    if (links.length < MIN_CONTENTS_LINKS) return false;
-    const linked = links.reduce((sum, link) => sum + DomUtils.textContent(link).trim().length, 0);
-    return linked >= DomUtils.textContent(element).trim().length * 0.5;
-  };
-  const lists = DomUtils.findAll(
-    (element) =>
-      ["p", "ul", "ol", "table", "div", "nav", "dl"].includes(element.name) &&
-      // A lone "CONTENTS" line over the list, or the innermost element that is the list.
-      (classifyLine(DomUtils.textContent(element)) === "contents" ||
-        (isList(element) &&
-          !DomUtils.existsOne((inner) => inner !== element && isList(inner), element.children))),
-    nodes,
-  );
-  for (const list of lists) DomUtils.removeElement(list);
-  return nodes.filter((node) => !lists.includes(node as Element));
 }
 
 interface Section {

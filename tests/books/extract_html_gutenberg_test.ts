@@ -29,18 +29,26 @@ async function extractFrom(name: string, content: string): Promise<ExtractedBook
 }
 
 /**
- * Where each link of the first chapter lands: the title of the chapter holding its target, and
- * the text a reader sees in that chapter before the target (`""`: it opens the chapter).
+ * Where each of the source's `#id` links lands: the title of the chapter holding the id, and the
+ * text a reader sees in that chapter before it (`""`: the link opens the chapter). Read from the
+ * source, since the book leaves its contents list out.
  */
-function landings(book: ExtractedBook): { link: string; chapter: string; before: string }[] {
-  const links = book.chapters[0].html.matchAll(/<a href="(\d+)\.html#([^"]+)">(.*?)<\/a>/gs);
-  return [...links].map(([, file, id, text]) => {
-    const target = book.chapters[Number(file) - 1];
+function landings(
+  book: ExtractedBook,
+  source: string,
+): { link: string; chapter: string; before: string }[] {
+  const links = source.matchAll(/<a href\s*=\s*"#([^"]+)"\s*>(.*?)<\/a>/gs);
+  return [...links].map(([, id, text]) => {
+    const target = book.chapters.find((chapter) => chapter.html.includes(` id="${id}"`));
+    assert.ok(target !== undefined, `#${id} is in no chapter`);
     const at = target.html.indexOf(` id="${id}"`);
-    assert.notEqual(at, -1, `${id} in ${target.title}`);
     const before = htmlText(target.html.slice(0, at).replace(/<[^>]*$/, ""));
     return { link: htmlText(text), chapter: target.title, before };
   });
+}
+
+function fixtureText(name: string): Promise<string> {
+  return Deno.readTextFile(new URL(name, CASES));
 }
 
 function missing(book: ExtractedBook): string[] {
@@ -50,6 +58,7 @@ function missing(book: ExtractedBook): string[] {
 
 Deno.test("extractBook() gives Moby-Dick's chapter anchors to the chapters they open, so each contents link opens its chapter", async () => {
   const book = await extractFixture("moby-dick-anchors.html");
+  const source = await fixtureText("moby-dick-anchors.html");
   assert.deepEqual(book.chapters.map((chapter) => chapter.title).slice(1), [
     "ETYMOLOGY.",
     "EXTRACTS. (Supplied by a Sub-Sub-Librarian).",
@@ -57,7 +66,7 @@ Deno.test("extractBook() gives Moby-Dick's chapter anchors to the chapters they 
     "CHAPTER 2. The Carpet-Bag.",
     "CHAPTER 3. The Spouter-Inn.",
   ]);
-  assert.deepEqual(landings(book), [
+  assert.deepEqual(landings(book, source), [
     { link: "ETYMOLOGY.", chapter: "ETYMOLOGY.", before: "" },
     {
       link: "EXTRACTS (Supplied by a Sub-Sub-Librarian).",
@@ -76,17 +85,19 @@ Deno.test("extractBook() gives Moby-Dick's chapter anchors to the chapters they 
 
 Deno.test("extractBook() keeps the anchors of a heading with nothing under it (Leaves of Grass's BOOK I) at the top of the chapter it is carried into", async () => {
   const book = await extractFixture("leaves-of-grass-anchors.html");
-  assert.deepEqual(book.chapters.map((chapter) => chapter.title).slice(1), [
+  const source = await fixtureText("leaves-of-grass-anchors.html");
+  // The excerpt has nothing before BOOK I but the contents list, which is left out.
+  assert.deepEqual(book.chapters.map((chapter) => chapter.title), [
     "One's-Self I Sing",
     "As I Ponder'd in Silence",
   ]);
-  assert.deepEqual(landings(book), [
+  assert.deepEqual(landings(book, source), [
     { link: "BOOK I. INSCRIPTIONS", chapter: "One's-Self I Sing", before: "" },
     { link: "One's-Self I Sing", chapter: "One's-Self I Sing", before: "" },
     { link: "As I Ponder'd in Silence", chapter: "As I Ponder'd in Silence", before: "" },
   ]);
   // The part heading is still shown, above the poem.
-  assert.match(htmlText(book.chapters[1].html), /^BOOK I\. INSCRIPTIONS One's-self I sing/);
+  assert.match(htmlText(book.chapters[0].html), /^BOOK I\. INSCRIPTIONS One's-self I sing/);
   assert.deepEqual(missing(book), []);
 });
 
@@ -107,16 +118,17 @@ Deno.test("kind of Moby-Dick: an anchor that shows nothing, bare, in a wrapper o
     const chapters = [1, 2, 3].map((n) =>
       `${open(`ch${n}`, `CHAPTER ${n}. Title ${n}.`)}\n<p>Text of chapter ${n}.</p>${close}`
     );
-    const book = await extractFrom(
-      "anchors.html",
-      `<html><head><title>Anchors</title></head><body><h1>Anchors</h1>
+    const source = `<html><head><title>Anchors</title></head><body><h1>Anchors</h1>
 <blockquote><p><a href="#ch1">CHAPTER 1. Title 1.</a></p><p><a href="#ch2">CHAPTER 2. Title 2.</a></p>
-<p><a href="#ch3">CHAPTER 3. Title 3.</a></p></blockquote><p>A note before the chapters.</p>
+<p><a href="#ch3">CHAPTER 3. Title 3.</a></p></blockquote>
+<p>A note before the chapters: begin with <a href="#ch2">the second</a> if you like.</p>
 ${chapters.join("\n")}
-</body></html>`,
-    );
+</body></html>`;
+    const book = await extractFrom("anchors.html", source);
+    // The note's link, in running text, is kept, and opens its chapter.
+    assert.match(book.chapters[0].html, /<a href="3\.html#ch2">the second<\/a>/, shape);
     assert.deepEqual(
-      landings(book),
+      landings(book, source).slice(0, 3),
       [1, 2, 3].map((n) => ({
         link: `CHAPTER ${n}. Title ${n}.`,
         chapter: `CHAPTER ${n}. Title ${n}.`,
@@ -126,6 +138,29 @@ ${chapters.join("\n")}
     );
     assert.equal(htmlText(book.chapters[1].html), "Text of chapter 1.", shape);
   }
+});
+
+Deno.test("extractBook() leaves out a contents list whose links open chapters, in any wrapper, and keeps a list of other links", async () => {
+  // Moby-Dick's contents: a <blockquote> of <p class="toc"> lines, one link each, indented.
+  const moby = await extractFixture("moby-dick-anchors.html");
+  assert.doesNotMatch(moby.chapters[0].html, /href=/);
+  assert.match(htmlText(moby.chapters[0].html), /^Original Transcriber’s Notes:/);
+  const plates = (n: number) => `<p class="toc"><a href="#plate${n}">PLATE ${n}</a></p>\n      `;
+  // A list of plates (links to pictures, not to chapters' starts) stays, its links landing.
+  const kept = await extractFrom(
+    "plates.html",
+    `<html><head><title>Plates</title></head><body><h1>Plates</h1>
+<h2>LIST OF THE PLATES</h2><blockquote>\n      ${[1, 2, 3].map(plates).join("")}</blockquote>
+<h2>CHAPTER I.</h2><p id="plate1">[Plate 1]</p><p>One.</p>
+<h2>CHAPTER II.</h2><p id="plate2">[Plate 2]</p><p>Two.</p><p id="plate3">[Plate 3]</p>
+</body></html>`,
+  );
+  assert.equal(kept.chapters[0].title, "LIST OF THE PLATES");
+  assert.deepEqual([...kept.chapters[0].html.matchAll(/href="([^"]*)"/g)].map((m) => m[1]), [
+    "2.html#plate1",
+    "3.html#plate2",
+    "3.html#plate3",
+  ]);
 });
 
 Deno.test("extractBook() reads a title set as three h1s in a row as one heading, and the title on the cover and the title page as no chapter", async () => {
