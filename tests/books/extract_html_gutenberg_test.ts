@@ -213,3 +213,14 @@ Deno.test("kind of Mind the Paint: headings in a row join only as one title's li
     assert.deepEqual(titles.slice(0, -2), expected, headings);
   }
 });
+
+Deno.test("kind of Moby-Dick: the same book with CRLF line ends or a BOM gives the same chapters", async () => {
+  // The file, as Gutenberg ships it, opens with a BOM.
+  const source = (await fixtureText("moby-dick-anchors.html")).replace(/^\uFEFF/, "");
+  const text = (book: ExtractedBook) =>
+    book.chapters.map((chapter) => [chapter.title, htmlText(chapter.html)]);
+  const expected = text(await extractFrom("moby.html", source));
+  for (const variant of [source.replace(/\n/g, "\r\n"), `\uFEFF${source}`]) {
+    assert.deepEqual(text(await extractFrom("moby.html", variant)), expected);
+  }
+});
