@@ -8,7 +8,7 @@
  */
 import { DomUtils } from "htmlparser2";
 import { basename } from "node:path";
-import { type ChildNode, Element, isTag, isText } from "domhandler";
+import { type ChildNode, Element, isTag } from "domhandler";
 import {
   type BookWarning,
   collapseWhitespace,
@@ -22,26 +22,17 @@ import { parseHtmlPage, renderChapterHtml } from "./html.ts";
 import { parseByline } from "./text.ts";
 import { classifyLine } from "./text_headings.ts";
 import { stripGutenbergFrame } from "./html_gutenberg.ts";
-
-/** Fewest links into the book that make an element a contents list. */
-const MIN_CONTENTS_LINKS = 3;
-
-const HEADING_LEVELS: ReadonlyMap<string, number> = new Map(Object.entries({
-  h1: 1,
-  h2: 2,
-  h3: 3,
-  h4: 4,
-  h5: 5,
-  h6: 6,
-}));
+import { chapterStarts, dropContentsLists } from "./html_contents.ts";
+import { HEADING_LEVELS, headingText, joinSplitHeadings } from "./html_headings.ts";
 
 /**
  * Read an HTML book into chapters at the heading level that divides it.
  *
  * The Gutenberg frame goes first: `#pg-header`, `#pg-footer` and `.pg-boilerplate` elements, and
- * everything up to a `*** START OF …` marker and from a `*** END OF …` marker. A heading that is
- * a byline (`By Herman Melville`) gives the author and is left out; so is a lone `h1` before every
- * other heading (the title heading). The level: the one whose headings most often read as chapter
+ * everything up to a `*** START OF …` marker and from a `*** END OF …` marker. Headings in a row
+ * that set one title are joined (`joinSplitHeadings`). A heading that is a byline
+ * (`By Herman Melville`) gives the author and is left out; so are the title headings: a lone `h1`
+ * before every other heading, or `h1`s all of one text (a cover's and a title page's). The level: the one whose headings most often read as chapter
  * headings (`Chapter 1`, `I. A SCANDAL…`, `Capítulo I`), when two or more do; else the highest
  * level used twice or more. Chapters split at that level and every level above it (a `VOLUME I`
  * `h2` over `h3` chapters opens a part; with nothing under it, it is no chapter). A `Contents`
@@ -68,6 +59,7 @@ export function extractHtml(source: string, path: string, signal: AbortSignal): 
   };
   const titled = splitTitle(page.title);
   const warnings: BookWarning[] = [];
+  joinSplitHeadings(page.body);
 
   let byline: string | null = null;
   const headings = DomUtils.findAll((element) => HEADING_LEVELS.has(element.name), page.body)
@@ -79,18 +71,27 @@ export function extractHtml(source: string, path: string, signal: AbortSignal): 
       return false;
     });
   const h1s = headings.filter((heading) => heading.name === "h1");
-  const lone = h1s.length === 1 && headings[0] === h1s[0] ? h1s[0] : null;
-  const rest = chooseSplit(headings.filter((heading) => heading !== lone), page.body);
-  // The lone h1 is the title heading when other headings divide the book; over a book with no
-  // other heading it is the one chapter's title.
-  const titleHeading = rest.size > 0 ? lone : null;
-  const split = rest.size > 0 || lone === null ? rest : new Set([lone]);
-  if (titleHeading !== null) DomUtils.removeElement(titleHeading);
+  // The title heading: a lone h1 before every other heading, or h1s that all say the same, the
+  // first before every other heading (the title on the cover and again on the title page).
+  const titleText = h1s.length > 0 ? headingText(h1s[0]).toLowerCase() : null;
+  const titleHeadings = headings[0] === h1s[0] &&
+      h1s.every((heading) => headingText(heading).toLowerCase() === titleText)
+    ? h1s
+    : [];
+  const rest = chooseSplit(
+    headings.filter((heading) => !titleHeadings.includes(heading)),
+    page.body,
+  );
+  // Title headings are left out when other headings divide the book; over a book with no other
+  // heading the first is the one chapter's title.
+  const split = rest.size > 0 || titleHeadings.length === 0 ? rest : new Set([titleHeadings[0]]);
+  if (rest.size > 0) { for (const heading of titleHeadings) DomUtils.removeElement(heading); }
 
   // A title heading keeps the punctuation that led on to its subtitle ("Frankenstein;").
   const title = frame.title ?? titled.title ??
     ((h1s.length > 0 ? cleanHeaderField(headingText(h1s[0])) : null) || fileStem(path));
   const sections = splitAtHeadings(page.body, (element) => split.has(element));
+  const starts = chapterStarts(sections);
   // Taken out even when <meta> names the author: it is title-page furniture, not a chapter.
   byline ??= takeByline(sections[0].nodes);
   const author = page.author ?? frame.author ?? titled.author ?? byline;
@@ -118,7 +119,7 @@ export function extractHtml(source: string, path: string, signal: AbortSignal): 
     const body = kept.filter((node) =>
       !(isTag(node) && (node.name === "title" || node.name === "head"))
     );
-    const own = dropContentsLists(body);
+    const own = dropContentsLists(body, starts);
     // Before the first chapter, headings alone (a subtitle under the title heading) are the
     // title page, not a chapter.
     if (section.heading === null && split.size > 0 && isTitlePage(own)) {
@@ -135,7 +136,11 @@ export function extractHtml(source: string, path: string, signal: AbortSignal): 
       if (section.heading !== null) carried.push(section.heading);
       continue;
     }
-    const { html } = renderChapterHtml([...carried, ...own]);
+    // The chapter's own anchors (those of the carried headings among them) go above the carried
+    // headings, so a link to any of them opens the chapter at its top.
+    const shown = own.findIndex((node) => showsSomething([node]));
+    const lead = shown === -1 ? own.length : shown;
+    const { html } = renderChapterHtml([...own.slice(0, lead), ...carried, ...own.slice(lead)]);
     carried = [];
     chapters.push({ title: heading || `Chapter ${chapters.length + 1}`, html });
   }
@@ -242,58 +247,6 @@ function splitTitle(title: string | null): { title: string | null; author: strin
   return match === null ? { title, author: null } : { title: match[1], author: match[2] };
 }
 
-/**
- * A heading's text as shown: `<br>` as a space, page numbers (`span.pagenum`) and images left out.
- */
-function headingText(heading: Element): string {
-  const parts: string[] = [];
-  const alts: string[] = [];
-  const visit = (nodes: ChildNode[]): void => {
-    for (const node of nodes) {
-      if (isText(node)) parts.push(node.data);
-      else if (isTag(node)) {
-        const classes = (node.attribs.class ?? "").split(/\s+/);
-        if (node.name === "br") parts.push(" ");
-        else if (node.name === "img") alts.push(node.attribs.alt ?? "");
-        else if (!classes.includes("pagenum") && !classes.includes("caption")) {
-          visit(node.children);
-        }
-      }
-    }
-  };
-  visit(heading.children);
-  // A heading set as a picture of its words names itself in the picture's alt text.
-  return collapseWhitespace(parts.join("")) || collapseWhitespace(alts.join(" "));
-}
-
-/**
- * Take contents lists out of a section: elements of three or more links into the book whose
- * link text is most of their text (a `<p class="toc">`, a list or table of chapter links), and a
- * paragraph that only says "Contents".
- */
-function dropContentsLists(nodes: ChildNode[]): ChildNode[] {
-  const isList = (element: Element): boolean => {
-    const links = DomUtils.findAll(
-      (link) => link.name === "a" && (link.attribs.href ?? "").startsWith("#"),
-      element.children,
-    );
-    if (links.length < MIN_CONTENTS_LINKS) return false;
-    const linked = links.reduce((sum, link) => sum + DomUtils.textContent(link).trim().length, 0);
-    return linked >= DomUtils.textContent(element).trim().length * 0.5;
-  };
-  const lists = DomUtils.findAll(
-    (element) =>
-      ["p", "ul", "ol", "table", "div", "nav", "dl"].includes(element.name) &&
-      // A lone "CONTENTS" line over the list, or the innermost element that is the list.
-      (classifyLine(DomUtils.textContent(element)) === "contents" ||
-        (isList(element) &&
-          !DomUtils.existsOne((inner) => inner !== element && isList(inner), element.children))),
-    nodes,
-  );
-  for (const list of lists) DomUtils.removeElement(list);
-  return nodes.filter((node) => !lists.includes(node as Element));
-}
-
 interface Section {
   /** The heading that opens the section; `null` for what comes before the first one. */
   heading: Element | null;
@@ -310,14 +263,7 @@ function splitAtHeadings(nodes: ChildNode[], isSplit: (element: Element) => bool
   const visit = (children: ChildNode[]): void => {
     for (const node of children) {
       if (isTag(node) && isSplit(node)) {
-        // An empty anchor right before the heading (`<a id="ch1"></a><h2>`) marks the heading:
-        // it goes with it, not at the end of the chapter before.
-        const before = sections[sections.length - 1].nodes;
-        let from = before.length;
-        while (from > 0 && (isBlankText(before[from - 1]) || isEmptyAnchor(before[from - 1]))) {
-          from -= 1;
-        }
-        sections.push({ heading: node, nodes: before.splice(from) });
+        sections.push({ heading: node, nodes: takeAnchors(sections[sections.length - 1].nodes) });
       } else if (isTag(node) && DomUtils.existsOne(isSplit, node.children)) {
         visit(node.children);
       } else {
@@ -342,14 +288,27 @@ function isTitlePage(nodes: ChildNode[]): boolean {
 /** Longest title page left out, in characters (as for plain text, `books/text.ts`). */
 const MAX_TITLE_PAGE_CHARS = 300;
 
-function isBlankText(node: ChildNode): boolean {
-  return isText(node) && node.data.trim() === "";
+/**
+ * Take the anchors that end a section out of it: they mark the heading that follows, and go with
+ * it, not at the end of the chapter before. An anchor is an element with an `id` (`<a name>` has
+ * one by now) that shows nothing, or a wrapper showing nothing that holds one: Gutenberg's
+ * `<a id="link2HCH0001"><!-- H2 anchor --></a>`, alone or in a `<p>` with `<br>`s. Taken from
+ * the section's end back to the first node that shows something; what shows nothing and holds
+ * no id (a `<div style="height: 4em">` of `<br>`s) is passed over and stays.
+ *
+ * @param nodes a section's nodes; the anchors are spliced out of it.
+ * @returns the anchors, in document order.
+ */
+function takeAnchors(nodes: ChildNode[]): ChildNode[] {
+  const anchors: ChildNode[] = [];
+  for (let index = nodes.length - 1; index >= 0 && !showsSomething([nodes[index]]); index--) {
+    if (holdsId(nodes[index])) anchors.unshift(...nodes.splice(index, 1));
+  }
+  return anchors;
 }
 
-/** An element with an `id` and nothing to show (`<a id="ch1"></a>`, `<span id="p7"/>`). */
-function isEmptyAnchor(node: ChildNode): boolean {
-  return isTag(node) && (node.attribs.id ?? node.attribs.name ?? "") !== "" &&
-    node.children.every((child) => isBlankText(child));
+function holdsId(node: ChildNode): boolean {
+  return isTag(node) && DomUtils.existsOne((element) => (element.attribs.id ?? "") !== "", [node]);
 }
 
 /** Take the front matter's first paragraph out when it is a `by X` byline; return the name. */
