@@ -71,8 +71,15 @@ const MATTER_WORDS = "preface|prologue|epilogue|introduction|foreword|afterword|
   "appendix|postscript|prefacio|pr[óo]logo|ep[íi]logo|introducci[óo]n|pr[ée]face|" +
   "[ée]pilogue|avant-propos|vorwort|nachwort|einleitung|prefazione|предисловие|пролог|эпилог|" +
   "введение|author's preface|the author's preface";
-const CONTENTS_WORDS = "contents|table of contents|[íi]ndice|table des mati[èe]res|inhalt|" +
-  "inhaltsverzeichnis|содержание|оглавление";
+/**
+ * The words over a contents list: English, Spanish, Portuguese and Italian (índice, sumário,
+ * sommario), French, German, Dutch, Polish, Czech and Slovak, Hungarian, Swedish, Danish and
+ * Norwegian, Finnish, Russian, Ukrainian, Greek.
+ */
+const CONTENTS_WORDS = "contents|table of contents|[íi]ndice(?: general)?|sum[áa]rio|sommario|" +
+  "table des mati[èe]res|sommaire|inhalt|inhaltsverzeichnis|inhoud|inhoudsopgave|" +
+  "spis tre[śs]ci|spis rzeczy|obsah|tartalom|tartalomjegyz[ée]k|inneh[åa]ll|indhold|innhold|" +
+  "sis[äa]llys|sis[äa]llysluettelo|содержание|оглавление|зміст|περιεχόμενα";
 
 const CHAPTER_LINE = new RegExp(
   `^(?:(?:${CHAPTER_WORDS})\\s+(?:the\\s+)?${NUMBER}${AFTER_NUMBER}|` +
