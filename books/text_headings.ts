@@ -220,5 +220,15 @@ export function classifyHeading(
   const joined = lines.join(" ");
   const wraps = lines.length <= 4 && joined.length <= 2 * MAX_HEADING_CHARS + 60 &&
     lines.slice(1).every((line) => classifyLine(line) === null);
+  // A heading run in to the paragraph it opens ("BOOK I. (_Folio_), CHAPTER I. (_Sperm
+  // Whale_).—This whale, among the": Moby-Dick's Cetology), or a line whose sentence runs on
+  // into the next, is prose.
+  if (
+    !wraps && lines.length > 1 &&
+    (/[.)](?:—|--)\s*\S/u.test(first) ||
+      (/[\p{L},]$/u.test(first) && /^\p{Ll}/u.test(lines[1])))
+  ) {
+    return null;
+  }
   return { kind, lineCount: wraps ? lines.length : 1 };
 }
