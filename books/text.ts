@@ -201,6 +201,9 @@ function chooseLevels(headings: (Heading | null)[]): Set<Heading["kind"]> {
   // (`findContents`), and what follows it is text.
   const levels = new Set<Heading["kind"]>(["part", "matter", "listed"]);
   if (count("chapter") > 0) levels.add("chapter");
+  // A play is read a chapter per act, its scenes inside (they run from a few lines to pages); a
+  // play with no act headings, a chapter per scene.
+  else if (count("scene") >= 2) levels.add("scene");
   else if (count("numeral") >= 2) levels.add("numeral");
   // Lone numerals under chapters the contents list names number those chapters' sections.
   else if (

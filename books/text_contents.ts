@@ -77,7 +77,14 @@ export function findContents(blocks: Block[]): { blocks: Block[]; entries: Set<s
     const runEnd = bodyStart(blocks, index, end);
     const run = blocks.slice(index, runEnd);
     const styled = run.filter((block) => styledHeadingOf(block) !== null).length;
-    if (front && run.length >= MIN_CONTENTS_ENTRIES && styled >= 2) {
+    // A list names what follows it: a run none of whose entries comes again is the body's
+    // headings (a play's act and scene lines over its first speech).
+    const namedAgain = run.some((block) =>
+      (isContentsList(block) ? block : [block.join(" ")]).some((name) =>
+        (later.get(entryKey(name)) ?? -1) >= end
+      )
+    );
+    if (front && run.length >= MIN_CONTENTS_ENTRIES && styled >= 2 && namedAgain) {
       // One entry per line of a single-spaced list, else one per paragraph (an entry wraps).
       const names = run.flatMap((block) => isContentsList(block) ? block : [block.join(" ")]);
       for (const key of names.map(entryKey)) {
