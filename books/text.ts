@@ -79,6 +79,7 @@ export function extractText(source: string, path: string, signal: AbortSignal): 
   const blocks = joinSplitEntries(contents.blocks, contents.entries);
   const headings = blocks.map((block) => readHeading(block, contents.entries));
   const levels = chooseLevels(headings);
+  if (levels.has("numeral")) readNumeralGaps(headings);
   if (!levels.has("chapter") && !levels.has("numeral") && !levels.has("bare")) {
     readLetterHeadings(blocks, headings, levels);
   }
@@ -236,6 +237,32 @@ function readLetterHeadings(
     headings[index] = { kind: "letter", title: blocks[index][0], rest: blocks[index].slice(1) };
   }
   levels.add("letter");
+}
+
+/**
+ * Where titled numerals divide the book, a lone numeral that is the one missing from their run
+ * (`I.` over an illustration before `II. Papa se fâche.`) is a chapter too: its value one less than
+ * the next titled numeral's and one more than the previous one's, if any. A story's section
+ * numerals inside a chapter (`I.` … `IV.` under `III. THE STORY`) fit neither side.
+ */
+function readNumeralGaps(headings: (Heading | null)[]): void {
+  const value = (heading: Heading | null): number | null =>
+    heading === null ? null : romanValue(heading.title.split(" ")[0]);
+  const numerals = headings.flatMap((heading, index) => heading?.kind === "numeral" ? [index] : []);
+  let at = 0;
+  for (const [index, heading] of headings.entries()) {
+    while (at < numerals.length && numerals[at] < index) at += 1;
+    if (heading?.kind !== "bare" || at === numerals.length) continue;
+    const own = value(heading);
+    const next = value(headings[numerals[at]]);
+    const previous = at === 0 ? null : value(headings[numerals[at - 1]]);
+    if (
+      own !== null && next !== null && own === next - 1 &&
+      (previous === null ? own === 1 : previous === own - 1)
+    ) {
+      headings[index] = { ...heading, kind: "numeral" };
+    }
+  }
 }
 
 /**

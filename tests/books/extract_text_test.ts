@@ -205,3 +205,61 @@ Deno.test("extractBook() does not take a heading run in to its paragraph for a c
     "CHAPTER 33. The Specksnyder.",
   ]);
 });
+
+Deno.test("t5: a lone numeral over an illustration, among titled numerals, is a chapter", async () => {
+  const book = await extractBook(
+    new URL("../fixtures/cases/t5-bare-numeral-over-illustration.txt", import.meta.url).pathname,
+    new AbortController().signal,
+  );
+  assert.deepEqual(book.chapters.map((chapter) => chapter.title), [
+    "I.",
+    "II. Papa se fâche.",
+    "III. Voilà ce que c’est!",
+  ]);
+  assert.match(book.chapters[0].html, /^<p>\[Illustration: DEUX PARENTS ET DEUX ENFANTS\.\]<\/p>/);
+});
+
+Deno.test("kind of t5: only the numeral missing from the titled run is a chapter", async () => {
+  const book = await extractFrom(
+    "stories.txt",
+    [
+      "STORIES",
+      "",
+      "I. THE FIRST",
+      "",
+      "One.",
+      "",
+      "II.",
+      "",
+      "[Illustration]",
+      "",
+      "Two.",
+      "",
+      "III. THE STORY",
+      "",
+      "I.",
+      "",
+      "A section.",
+      "",
+      "II.",
+      "",
+      "Another section.",
+      "",
+      "III.",
+      "",
+      "A third.",
+      "",
+      "IV. THE LAST",
+      "",
+      "Four.",
+      "",
+    ].join("\n"),
+  );
+  // The story's sections I.–III. under "III. THE STORY" fit neither side of the run: no chapters.
+  assert.deepEqual(book.chapters.map((chapter) => chapter.title), [
+    "I. THE FIRST",
+    "II.",
+    "III. THE STORY",
+    "IV. THE LAST",
+  ]);
+});
