@@ -36,7 +36,8 @@ const PAGE_NUMBER = /[.\s]+\d+\.?$/u;
 export function findContents(blocks: Block[]): { blocks: Block[]; entries: Set<string> } {
   const entries = new Set<string>();
   const kept: Block[] = [];
-  const later = lastShortIndex(blocks);
+  const later = shortIndex(blocks, "last");
+  const earlier = shortIndex(blocks, "first");
   const isEntry = (block: Block): boolean => {
     if (isContentsList(block)) return true;
     // A lone numeral ("I.") over a story's first section is no contents entry.
@@ -49,7 +50,7 @@ export function findContents(blocks: Block[]): { blocks: Block[]; entries: Set<s
   let index = 0;
   while (index < blocks.length) {
     if (isContentsLine(blocks[index])) {
-      const end = listEnd(blocks, index, later);
+      const end = listEnd(blocks, index, later, earlier);
       if (end === index) {
         // No list under it (prose follows, or short lines to the end of the book): the line is
         // kept as text, and so is what follows.
@@ -126,9 +127,14 @@ function bodyStart(blocks: Block[], from: number, end: number): number {
  * (`bodyStart`).
  *
  * @returns the index after the list; `at` when there is no list (prose right under the line, or
- *   entry-like paragraphs to the end of the book: verse, not a list).
+ *   entry-like paragraphs to the end of the book that name nothing before them: verse).
  */
-function listEnd(blocks: Block[], at: number, later: ReadonlyMap<string, number>): number {
+function listEnd(
+  blocks: Block[],
+  at: number,
+  later: ReadonlyMap<string, number>,
+  earlier: ReadonlyMap<string, number>,
+): number {
   const seen = new Set<string>();
   // Entries may stand on the CONTENTS paragraph's own lines.
   for (const line of blocks[at].slice(1)) addKey(seen, line);
@@ -144,7 +150,12 @@ function listEnd(blocks: Block[], at: number, later: ReadonlyMap<string, number>
     for (const key of blockKeys(block)) seen.add(key);
     end += 1;
   }
-  if (end === blocks.length) return at;
+  if (end === blocks.length) {
+    // A list at the back of the book (a French "TABLE DES MATIÈRES") names headings before it;
+    // short lines to the end naming nothing before them are verse.
+    const back = [...seen].some((key) => (earlier.get(key) ?? at) < at);
+    return back ? end : at;
+  }
   // Prose ended the list. Its paragraphs up to the last one named again further on are entries
   // (Moby-Dick's "Epilogue" before a transcriber's note); after that, a heading group is the
   // prose's heading (a PREFACE the list does not name).
@@ -237,11 +248,13 @@ function addEntries(blocks: Block[], at: number, end: number, entries: Set<strin
   }
 }
 
-/** Each short paragraph's key (see `entryKey`), mapped to the last index it stands at. */
-function lastShortIndex(blocks: Block[]): Map<string, number> {
-  const last = new Map<string, number>();
+/** Each short paragraph's key (see `entryKey`), mapped to the first or last index it stands at. */
+function shortIndex(blocks: Block[], which: "first" | "last"): Map<string, number> {
+  const indexes = new Map<string, number>();
   for (const [index, block] of blocks.entries()) {
-    if (isShort(block)) last.set(entryKey(block.join(" ")), index);
+    if (!isShort(block)) continue;
+    const key = entryKey(block.join(" "));
+    if (which === "last" || !indexes.has(key)) indexes.set(key, index);
   }
-  return last;
+  return indexes;
 }

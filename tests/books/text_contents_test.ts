@@ -202,3 +202,21 @@ Deno.test("extractBook() reads a front contents list with no CONTENTS line, and 
     "A Word After",
   ]);
 });
+
+Deno.test("extractBook() leaves out a contents list at the back of the book, not verse", async () => {
+  const book = await extractFrom(
+    "contes.txt",
+    "CONTES\n\nLE LOUP.\n\nIl était une fois un loup.\n\nLA CHÈVRE.\n\nUne chèvre vivait là.\n\n" +
+      "TABLE DES MATIÈRES\n\nLe Loup                 1\nLa Chèvre               9\n",
+  );
+  assert.deepEqual(book.chapters, [
+    { title: "LE LOUP.", html: "<p>Il était une fois un loup.</p>" },
+    { title: "LA CHÈVRE.", html: "<p>Une chèvre vivait là.</p>" },
+  ]);
+  // Short lines under a contents word to the end, naming nothing before them, are kept.
+  const verse = await extractFrom(
+    "verse.txt",
+    "VERSE\n\nCHAPTER 1\n\nIt began.\n\nCONTENTS\n\nThe rose is red\nThe sky is blue\n",
+  );
+  assert.match(htmlText(verse.chapters[0].html), /The rose is red\s+The sky is blue/);
+});
