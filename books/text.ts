@@ -16,7 +16,8 @@ import {
 import { stripGutenbergFrame } from "./gutenberg.ts";
 import { escapeHtml } from "./sanitize.ts";
 import { type HeadingKind, MAX_HEADING_CHARS, romanValue } from "./text_headings.ts";
-import { type Block, entryKey, findContents, headingOf, isShort, toBlocks } from "./text_blocks.ts";
+import { type Block, entryKey, headingOf, isShort, toBlocks } from "./text_blocks.ts";
+import { findContents } from "./text_contents.ts";
 
 /** How many paragraphs at the top of a book are searched for the title and byline. */
 const FRONT_MATTER_BLOCKS = 4;
@@ -72,12 +73,13 @@ export function extractText(source: string, path: string, signal: AbortSignal): 
     ...front.rest,
     ...raw.slice(firstRaw === -1 ? raw.length : firstRaw),
   ]);
-  const blocks = contents.blocks;
   const title = front.title ?? fileStem(path);
   // The half-title over chapter 1 may sit among the contents entries: it names no chapter.
   contents.entries.delete(entryKey(title));
+  const blocks = joinSplitEntries(contents.blocks, contents.entries);
   const headings = blocks.map((block) => readHeading(block, contents.entries));
   const levels = chooseLevels(headings);
+  if (levels.has("numeral")) readNumeralGaps(headings);
   if (!levels.has("chapter") && !levels.has("numeral") && !levels.has("bare")) {
     readLetterHeadings(blocks, headings, levels);
   }
@@ -107,12 +109,20 @@ export function extractText(source: string, path: string, signal: AbortSignal): 
     const body = [heading.rest, ...blocks.slice(index + 1, next)].filter((block) =>
       block.length > 0
     );
-    if (heading.kind !== "contents" && body.length > 0) {
+    if (body.length > 0) {
       chapters.push({ title: heading.title, html: toParagraphs(body) });
     }
     index = next;
   }
-  if (first === -1 && chapters.length > 0) {
+  if (chapters.length === 0 && blocks.length > 0) {
+    // Every heading found had nothing under it (a book of short lines the contents list names):
+    // the text, headings and all, is one chapter rather than none.
+    chapters.push({ title, html: toParagraphs(blocks) });
+    warnings.push({
+      kind: "no_headings",
+      message: "No chapter headings with text under them: the book is one chapter",
+    });
+  } else if (first === -1 && chapters.length > 0) {
     warnings.push({
       kind: "no_headings",
       message: "No chapter headings found: the book is one chapter",
@@ -126,6 +136,38 @@ export function extractText(source: string, path: string, signal: AbortSignal): 
     warnings,
     licence: frame.licence,
   };
+}
+
+/** Most paragraphs one contents entry's title is set over in the body. */
+const MAX_ENTRY_PARAGRAPHS = 3;
+
+/**
+ * The paragraphs with a contents entry's title set over several short paragraphs in the body
+ * made one paragraph (`DE GETERGDE ZACHTMOEDIGHEID,` / `OF,` / `»'T SOP WAS DE KOOL NIET
+ * WAARD."`, listed on one or two lines), so it is one heading; the longest run that is an entry
+ * wins.
+ */
+function joinSplitEntries(blocks: Block[], entries: ReadonlySet<string>): Block[] {
+  if (entries.size === 0) return blocks;
+  const joined: Block[] = [];
+  let index = 0;
+  while (index < blocks.length) {
+    let taken = 1;
+    for (let count = isShort(blocks[index]) ? MAX_ENTRY_PARAGRAPHS : 1; count >= 2; count -= 1) {
+      const run = blocks.slice(index, index + count);
+      const lines = run.flat();
+      if (
+        run.length === count && run.every((block) => headingOf(block) === null) &&
+        isShort(lines) && entries.has(entryKey(lines.join(" ")))
+      ) {
+        taken = count;
+        break;
+      }
+    }
+    joined.push(taken === 1 ? blocks[index] : blocks.slice(index, index + taken).flat());
+    index += taken;
+  }
+  return joined;
 }
 
 /** The paragraph as a heading, when it is one (by its style, or named by the contents); else `null`. */
@@ -156,10 +198,19 @@ function readHeading(block: Block, entries: ReadonlySet<string>): Heading | null
 function chooseLevels(headings: (Heading | null)[]): Set<Heading["kind"]> {
   const count = (kind: HeadingKind): number =>
     headings.filter((heading) => heading?.kind === kind).length;
-  const levels = new Set<Heading["kind"]>(["part", "matter", "contents", "listed"]);
+  // A CONTENTS line left in the text divides nothing: its list is taken out already
+  // (`findContents`), and what follows it is text.
+  const levels = new Set<Heading["kind"]>(["part", "matter", "listed"]);
   if (count("chapter") > 0) levels.add("chapter");
+  // A play is read a chapter per act, its scenes inside (they run from a few lines to pages); a
+  // play with no act headings, a chapter per scene.
+  else if (count("scene") >= 2) levels.add("scene");
   else if (count("numeral") >= 2) levels.add("numeral");
-  else if (countsUp(headings.filter((heading) => heading?.kind === "bare"))) levels.add("bare");
+  // Lone numerals under chapters the contents list names number those chapters' sections.
+  else if (
+    headings.filter((heading) => heading?.kind === "listed").length < 2 &&
+    countsUp(headings.filter((heading) => heading?.kind === "bare"))
+  ) levels.add("bare");
   return levels;
 }
 
@@ -186,6 +237,32 @@ function readLetterHeadings(
     headings[index] = { kind: "letter", title: blocks[index][0], rest: blocks[index].slice(1) };
   }
   levels.add("letter");
+}
+
+/**
+ * Where titled numerals divide the book, a lone numeral that is the one missing from their run
+ * (`I.` over an illustration before `II. Papa se fâche.`) is a chapter too: its value one less than
+ * the next titled numeral's and one more than the previous one's, if any. A story's section
+ * numerals inside a chapter (`I.` … `IV.` under `III. THE STORY`) fit neither side.
+ */
+function readNumeralGaps(headings: (Heading | null)[]): void {
+  const value = (heading: Heading | null): number | null =>
+    heading === null ? null : romanValue(heading.title.split(" ")[0]);
+  const numerals = headings.flatMap((heading, index) => heading?.kind === "numeral" ? [index] : []);
+  let at = 0;
+  for (const [index, heading] of headings.entries()) {
+    while (at < numerals.length && numerals[at] < index) at += 1;
+    if (heading?.kind !== "bare" || at === numerals.length) continue;
+    const own = value(heading);
+    const next = value(headings[numerals[at]]);
+    const previous = at === 0 ? null : value(headings[numerals[at - 1]]);
+    if (
+      own !== null && next !== null && own === next - 1 &&
+      (previous === null ? own === 1 : previous === own - 1)
+    ) {
+      headings[index] = { ...heading, kind: "numeral" };
+    }
+  }
 }
 
 /**

@@ -1,7 +1,7 @@
 /**
  * A plain-text book as paragraphs (`Block`: its trimmed lines, split at blank lines) and what the
- * reader asks of one: is it a heading, a title-like line group, a contents list. Also finds and
- * takes out the contents lists (books/text.ts runs it before it looks for chapters).
+ * reader asks of one: is it a heading, a title-like line group, a contents list
+ * (`books/text_contents.ts` finds and takes out the lists).
  *
  * @module
  */
@@ -26,72 +26,6 @@ export type Block = string[] & {
 export const HEADING = Symbol("heading");
 
 export const CONTENTS_LIST = Symbol("contentsList");
-
-/**
- * Take the contents lists out of the paragraphs: single-spaced ones (a paragraph of heading
- * lines) and runs of title-like paragraphs (see `extractText`).
- *
- * @returns the paragraphs left, and the contents entries' keys (see `entryKey`).
- */
-export function findContents(blocks: Block[]): { blocks: Block[]; entries: Set<string> } {
-  const entries = new Set<string>();
-  const kept: Block[] = [];
-  const isEntry = (block: Block): boolean => {
-    if (isContentsList(block)) return true;
-    // A lone numeral ("I.") over a story's first section is no contents entry.
-    const heading = styledHeadingOf(block);
-    return heading !== null ? heading.lineCount === block.length : isTitleLike(block);
-  };
-  // A contents list with no CONTENTS line over it is looked for only at the front, before the
-  // first paragraph of prose: in the body, runs of short lines are letters' datelines and verse.
-  let front = true;
-  let index = 0;
-  while (index < blocks.length) {
-    if (!isEntry(blocks[index])) {
-      kept.push(blocks[index]);
-      front = false;
-      index += 1;
-      continue;
-    }
-    let end = index;
-    while (end < blocks.length && isEntry(blocks[end])) end += 1;
-    // A heading over a body may carry a few title-like lines (a subtitle, "(Kept in shorthand.)"):
-    // from the last heading in the run on, they belong to that body. Past that many, the run is a
-    // contents list whose last entry is a heading (the Quijote's "Prólogo al lector" entry); its
-    // last paragraph before a body is that body's heading.
-    const last = findLastIndex(blocks, index, end, (block) => {
-      const kind = styledHeadingOf(block)?.kind;
-      return kind !== undefined && kind !== "contents";
-    });
-    const runEnd = last !== -1 && end - last <= MAX_HEADING_GROUP
-      ? last
-      : end < blocks.length
-      ? end - 1
-      : end;
-    // With a CONTENTS line, the list starts there (a title page or an epigraph may precede it);
-    // without one, only a front run holding two or more styled headings is a contents list.
-    const line = findLastIndex(blocks, index, runEnd, (block) => isContentsLine(block), true);
-    const from = line !== -1 ? line : index;
-    const run = blocks.slice(from, runEnd);
-    const styled = run.filter((block) => styledHeadingOf(block) !== null).length;
-    append(kept, blocks, index, from);
-    if (
-      line !== -1 ? run.length >= 2 : front && run.length >= MIN_CONTENTS_ENTRIES && styled >= 2
-    ) {
-      // One entry per line of a single-spaced list, else one per paragraph (an entry wraps).
-      const names = run.flatMap((block) => isContentsList(block) ? block : [block.join(" ")]);
-      for (const key of names.map(entryKey)) {
-        // "* * *" and bare numbers name nothing.
-        if (/\p{L}{2}/u.test(key)) entries.add(key);
-      }
-    } else {
-      append(kept, blocks, from, runEnd);
-    }
-    append(kept, blocks, runEnd, end);
-    index = end;
-  }
-  return { blocks: kept.filter((block) => !isContentsList(block)), entries };
-}
 
 /**
  * Append `blocks[from..to)` to `kept`. Not `push(...slice)`: a run can be a whole book of short
@@ -122,9 +56,14 @@ export function isContentsLine(block: Block): boolean {
   return classifyLine(block[0]) === "contents";
 }
 
-/** A contents entry reduced to its letters and digits, page number and leader dots left out. */
+/**
+ * A contents entry or a heading reduced to its letters and digits, lower-cased, a trailing page
+ * number and leader dots (`THE DEPARTURE ..... 3.`), footnote marks (`OM DEN ZUID[11].`) and all
+ * punctuation left out: the list's `The Departure` names the body's `THE DEPARTURE.`.
+ */
 export function entryKey(text: string): string {
-  return text.toLowerCase().replace(/[.\s]*\d+$/u, "").replace(/[^\p{L}\p{N}]+/gu, "");
+  return text.toLowerCase().replace(/\[\d+\]/gu, "").replace(/[.\s]*\d+\.?$/u, "")
+    .replace(/[^\p{L}\p{N}]+/gu, "");
 }
 
 /** Up to four short lines, the last ending no sentence: a title, or a contents entry. */

@@ -12,8 +12,16 @@
  * What a heading line opens, from the largest division to the smallest. `bare`: a lone numeral
  * (`IV`, `IV.`) with no title, which divides a book only as a run counting up from `I` where no
  * other chapter heading does (see `romanValue`); elsewhere it numbers a story's sections.
+ * `scene`: a play's scene, which divides only a play with no act (`chapter`) headings.
  */
-export type HeadingKind = "part" | "chapter" | "numeral" | "bare" | "matter" | "contents";
+export type HeadingKind =
+  | "part"
+  | "chapter"
+  | "scene"
+  | "numeral"
+  | "bare"
+  | "matter"
+  | "contents";
 
 /** Longest line taken for a heading, in characters. */
 export const MAX_HEADING_CHARS = 120;
@@ -52,6 +60,14 @@ const NUMBER = `(?:\\d+|${ROMAN}|(?:${EN_TENS})(?:[- ](?:${EN_UNITS}))?|${EN_TEE
 const AFTER_NUMBER = "(?=$|[\\s.:;,\\-\\u2013\\u2014)\\]])";
 
 /**
+ * A play's act (`ACT I.`, `ACTE PREMIER`, `ERSTER AKT.`, `Erster Aufzug`): a play's chapter. A
+ * reader of a play goes by acts; its scenes (see `SCENE_WORDS`) divide only a play with no acts.
+ */
+const ACT_WORDS = "act|acte|akt|aufzug|atto|acto|akte|действие";
+/** A scene of a play: `SCENE II. _Newgate._`, `ERSTER AUFTRITT.`, `Scène première`. */
+const SCENE_WORDS = "scene|sc[èe]ne|szene|auftritt|escena|scena|явление";
+
+/**
  * The word for "chapter" in the languages books come in: English, Spanish and Portuguese,
  * French, German and the Scandinavian languages, Italian, Dutch, Czech, Polish, Finnish,
  * Croatian and Serbian, Turkish, Greek, Russian and Ukrainian; and the divisions some books use
@@ -59,7 +75,7 @@ const AFTER_NUMBER = "(?=$|[\\s.:;,\\-\\u2013\\u2014)\\]])";
  */
 const CHAPTER_WORDS = "chapter|chap\\.|cap[íi]tulo|cap[íi]tol|cap\\.|chapitre|kapitel|" +
   "kapittel|capitolo|hoofdstuk|kapitola|rozdzia[łl]|luku|poglavlje|b[öo]l[üu]m|κεφάλαιο|глава|" +
-  "розділ|stave|letter|canto|adventure";
+  "розділ|stave|letter|canto|adventure|" + ACT_WORDS;
 /** The words for "part", "book" and "volume" in the same languages. */
 const PART_WORDS = "book|part|volume|vol\\.|libro|livro|parte|tomo|tome|livre|partie|teil|buch|" +
   "band|deel|boek|cz[ęe][śs][ćc]|ksi[ęe]ga|tom|kniha|d[íi]l|osa|kirja|knjiga|μέρος|βιβλίο|" +
@@ -71,13 +87,28 @@ const MATTER_WORDS = "preface|prologue|epilogue|introduction|foreword|afterword|
   "appendix|postscript|prefacio|pr[óo]logo|ep[íi]logo|introducci[óo]n|pr[ée]face|" +
   "[ée]pilogue|avant-propos|vorwort|nachwort|einleitung|prefazione|предисловие|пролог|эпилог|" +
   "введение|author's preface|the author's preface";
-const CONTENTS_WORDS = "contents|table of contents|[íi]ndice|table des mati[èe]res|inhalt|" +
-  "inhaltsverzeichnis|содержание|оглавление";
+/**
+ * The words over a contents list: English, Spanish, Portuguese and Italian (índice, sumário,
+ * sommario), French, German, Dutch, Polish, Czech and Slovak, Hungarian, Swedish, Danish and
+ * Norwegian, Finnish, Russian, Ukrainian, Greek.
+ */
+const CONTENTS_WORDS = "contents|table of contents|[íi]ndice(?: general)?|sum[áa]rio|sommario|" +
+  "table des mati[èe]res|sommaire|inhalt|inhaltsverzeichnis|inhoud|inhoudsopgave|" +
+  "spis tre[śs]ci|spis rzeczy|obsah|tartalom|tartalomjegyz[ée]k|inneh[åa]ll|indhold|innhold|" +
+  "sis[äa]llys|sis[äa]llysluettelo|содержание|оглавление|зміст|περιεχόμενα";
 
 const CHAPTER_LINE = new RegExp(
   `^(?:(?:${CHAPTER_WORDS})\\s+(?:the\\s+)?${NUMBER}${AFTER_NUMBER}|` +
     `(?:${NUMBER})\\.?\\s+(?:chapter|kapitel|chapitre|capitolo|cap[íi]tulo|hoofdstuk|fejezet|` +
-    `rozdzia[łl]|глава)\\b)`,
+    `rozdzia[łl]|глава)\\b|` +
+    // "THE FIRST ACT", "ERSTER AKT.": the whole line, as a play's dialogue ("Second act; what's
+    // the matter with it?") never has it.
+    `(?:the\\s+)?(?:${ORDINAL_WORDS})\\s+(?:${ACT_WORDS})\\.?$)`,
+  "iu",
+);
+const SCENE_LINE = new RegExp(
+  `^(?:(?:${SCENE_WORDS})\\s+(?:the\\s+)?${NUMBER}${AFTER_NUMBER}|` +
+    `(?:the\\s+)?(?:${ORDINAL_WORDS})\\s+(?:${SCENE_WORDS})\\.?$)`,
   "iu",
 );
 const PART_LINE = new RegExp(
@@ -129,6 +160,7 @@ export function classifyLine(line: string): HeadingKind | null {
   if (cjk !== null) return /[卷部篇부]/.test(cjk[1] ?? cjk[2]) ? "part" : "chapter";
   if (CHAPTER_LINE.test(text)) return "chapter";
   if (PART_LINE.test(text)) return "part";
+  if (SCENE_LINE.test(text)) return "scene";
   if (MATTER_LINE.test(text) && text.length <= 60 && !/[,;]$/.test(text)) return "matter";
   const numeral = NUMERAL_LINE.exec(text);
   // A title starts with a capital (or a quote, or a digit): "I. me" is prose.
@@ -213,5 +245,15 @@ export function classifyHeading(
   const joined = lines.join(" ");
   const wraps = lines.length <= 4 && joined.length <= 2 * MAX_HEADING_CHARS + 60 &&
     lines.slice(1).every((line) => classifyLine(line) === null);
+  // A heading run in to the paragraph it opens ("BOOK I. (_Folio_), CHAPTER I. (_Sperm
+  // Whale_).—This whale, among the": Moby-Dick's Cetology), or a line whose sentence runs on
+  // into the next, is prose.
+  if (
+    !wraps && lines.length > 1 &&
+    (/[.)](?:—|--)\s*\S/u.test(first) ||
+      (/[\p{L},]$/u.test(first) && /^\p{Ll}/u.test(lines[1])))
+  ) {
+    return null;
+  }
   return { kind, lineCount: wraps ? lines.length : 1 };
 }

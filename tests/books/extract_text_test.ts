@@ -165,3 +165,101 @@ Deno.test("extractBook() reads a text book of 200,000 short paragraphs (verse) w
   assert.equal(book.chapters.length, 1);
   assert.ok(book.chapters[0].html.endsWith("<p>A short line 199999</p>"));
 });
+
+Deno.test("extractBook() does not take a heading run in to its paragraph for a chapter", async () => {
+  // Moby-Dick's Cetology (PG #2701): its sections open paragraphs of chapter 32.
+  const book = await extractFrom(
+    "cetology.txt",
+    [
+      "CHAPTER 32. Cetology.",
+      "",
+      "First, according to magnitude I divide the whales into three primary",
+      "BOOKS (subdivisible into CHAPTERS), and these shall comprehend them all.",
+      "",
+      "BOOK I. (_Folio_), CHAPTER I. (_Sperm Whale_).—This whale, among the",
+      "English of old vaguely known as the Trumpa whale, and the Physeter",
+      "whale, and the Anvil Headed whale, is the present Cachalot of the",
+      "French, and the Pottsfich of the Germans, and the Macrocephalus of the",
+      "Long Words. He is, without doubt, the largest inhabitant of the globe.",
+      "",
+      "BOOK III. (_Duodecimo_), CHAPTER II. (_Algerine Porpoise_).—A pirate.",
+      "Very savage. He is only found, I think, in the Pacific. He is somewhat",
+      "larger than the Huzza Porpoise, but much of the same general make.",
+      "Provoke him, and he will buckle to a shark. I have lowered for him many",
+      "times, but never yet saw him captured.",
+      "",
+      "Chapter 2 of the log book, kept by the mate through all that voyage,",
+      "says nothing of the matter, nor does the third, nor any after it, and",
+      "the captain's own journal is as silent on it as the grave, though he",
+      "wrote in it every day of the voyage, and at length, in a fair hand;",
+      "and so we must take the word of the men who were there.",
+      "",
+      "CHAPTER 33. The Specksnyder.",
+      "",
+      "Concerning the officers of the whale-craft.",
+      "",
+    ].join("\n"),
+  );
+  assert.deepEqual(book.chapters.map((chapter) => chapter.title), [
+    "CHAPTER 32. Cetology.",
+    "CHAPTER 33. The Specksnyder.",
+  ]);
+});
+
+Deno.test("t5: a lone numeral over an illustration, among titled numerals, is a chapter", async () => {
+  const book = await extractBook(
+    new URL("../fixtures/cases/t5-bare-numeral-over-illustration.txt", import.meta.url).pathname,
+    new AbortController().signal,
+  );
+  assert.deepEqual(book.chapters.map((chapter) => chapter.title), [
+    "I.",
+    "II. Papa se fâche.",
+    "III. Voilà ce que c’est!",
+  ]);
+  assert.match(book.chapters[0].html, /^<p>\[Illustration: DEUX PARENTS ET DEUX ENFANTS\.\]<\/p>/);
+});
+
+Deno.test("kind of t5: only the numeral missing from the titled run is a chapter", async () => {
+  const book = await extractFrom(
+    "stories.txt",
+    [
+      "STORIES",
+      "",
+      "I. THE FIRST",
+      "",
+      "One.",
+      "",
+      "II.",
+      "",
+      "[Illustration]",
+      "",
+      "Two.",
+      "",
+      "III. THE STORY",
+      "",
+      "I.",
+      "",
+      "A section.",
+      "",
+      "II.",
+      "",
+      "Another section.",
+      "",
+      "III.",
+      "",
+      "A third.",
+      "",
+      "IV. THE LAST",
+      "",
+      "Four.",
+      "",
+    ].join("\n"),
+  );
+  // The story's sections I.–III. under "III. THE STORY" fit neither side of the run: no chapters.
+  assert.deepEqual(book.chapters.map((chapter) => chapter.title), [
+    "I. THE FIRST",
+    "II.",
+    "III. THE STORY",
+    "IV. THE LAST",
+  ]);
+});
