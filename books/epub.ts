@@ -34,6 +34,7 @@ import {
   resolveHref,
 } from "./epub_links.ts";
 import { renderDocument } from "./epub_document.ts";
+import { EpubFrame } from "./epub_gutenberg.ts";
 import { readNavLabels } from "./epub_nav.ts";
 import { attribute, field, list, readAuthor, readDirection, text, xml } from "./epub_package.ts";
 import {
@@ -182,7 +183,7 @@ export function extractEpub(bytes: Uint8Array, path: string, signal: AbortSignal
     pages.flatMap((page) => page !== null && page.kind !== "image" ? [page.path] : []),
   );
   const rendered: Array<RenderedChapter & { title: string }> = [];
-  let frameLicence: string | null = null;
+  const frame = new EpubFrame();
   for (const [index, page] of pages.entries()) {
     signal.throwIfAborted();
     if (page === null) continue;
@@ -211,9 +212,7 @@ export function extractEpub(bytes: Uint8Array, path: string, signal: AbortSignal
         continue;
       }
       try {
-        const document = renderDocument(text, page, label, title, language, links);
-        frameLicence ??= document.licence;
-        chapter = document;
+        chapter = renderDocument(text, page, label, title, language, links, frame);
       } catch (error) {
         // Caught here, not only in the dispatcher, to name the chapter file that is at fault.
         throw fail(`"${page.path}" could not be parsed: ${describeParseError(error)}`, error);
@@ -241,7 +240,7 @@ export function extractEpub(bytes: Uint8Array, path: string, signal: AbortSignal
     format: "epub",
     title,
     author: readAuthor(metadata),
-    licence: frameLicence ?? (rights.length === 0 ? null : rights.join("\n")),
+    licence: frame.licence() ?? (rights.length === 0 ? null : rights.join("\n")),
     language,
     direction: readDirection(attribute(spineNode, "page-progression-direction"), language),
     warnings,

@@ -12,8 +12,7 @@ import { DomUtils } from "htmlparser2";
 import { type ChildNode, type Element, isTag } from "domhandler";
 import { collapseWhitespace } from "./book.ts";
 import { type LinkRewriter, removeKeepingIds } from "./epub_links.ts";
-import { licenceText } from "./gutenberg.ts";
-import { blockText, isGutenbergFrame } from "./html_gutenberg.ts";
+import type { EpubFrame } from "./epub_gutenberg.ts";
 import { parseMarkup } from "./markup.ts";
 import { type SanitizedHtml, sanitizeNodes } from "./sanitize.ts";
 
@@ -26,9 +25,9 @@ import { type SanitizedHtml, sanitizeNodes } from "./sanitize.ts";
  * @param bookTitle the book's title: a `<title>` that only repeats it is no chapter title.
  * @param bookLanguage the book's language: a document's own `lang` that differs is kept.
  * @param links the book's link rewriter.
+ * @param frame the book's Project Gutenberg frame, which takes its part out of the document.
  * @returns the sanitised html, whether it is blank, the title (`""` when none was found), and
- *   whether the document held the Project Gutenberg frame (`#pg-header`, `#pg-footer`), taken
- *   out, with the licence text it held (`null` when none).
+ *   whether the document held part of the Project Gutenberg frame (taken out).
  * @throws RangeError when elements nest too deeply (see `books/markup.ts`).
  */
 export function renderDocument(
@@ -38,7 +37,8 @@ export function renderDocument(
   bookTitle: string,
   bookLanguage: string | null,
   links: LinkRewriter,
-): SanitizedHtml & { title: string; framed: boolean; licence: string | null } {
+  frame: EpubFrame,
+): SanitizedHtml & { title: string; framed: boolean } {
   const document = parseMarkup(source, { recognizeSelfClosing: true, recognizeCDATA: true });
   const root = document.children;
   let nodes: ChildNode[];
@@ -47,7 +47,6 @@ export function renderDocument(
   let wrapper: { name: string; attribs: Record<string, string> } | null = null;
   let restore: (() => void) | null = null;
   let framed = false;
-  let frameLicence = "";
   if (page.kind === "svg") {
     const svg = DomUtils.findOne((element) => element.name === "svg", root);
     nodes = svg === null ? [] : [svg];
@@ -59,11 +58,7 @@ export function renderDocument(
     nodes = (body ?? html ?? document).children;
     // A Project Gutenberg EPUB carries its frame as in its HTML: the header and the licence are
     // the edition's metadata, not a page of the book.
-    for (const element of DomUtils.findAll(isGutenbergFrame, nodes)) {
-      if (element.attribs.id !== "pg-header") frameLicence += blockText([element]);
-      framed = true;
-      DomUtils.removeElement(element);
-    }
+    framed = frame.cut(nodes);
     const titleElement = DomUtils.findOne((element) => element.name === "title", root);
     ownTitle = titleElement === null
       ? null
@@ -93,14 +88,13 @@ export function renderDocument(
     title = ownTitle;
   }
   links.rewrite(nodes, page.path);
-  const frame = { framed, licence: licenceText(frameLicence) };
   const rendered = sanitizeNodes(nodes, wrapper);
   // A page that shows only its heading (a part's title page) shows that heading: it is a chapter.
   if (rendered.blank && restore !== null && !framed) {
     restore();
-    return { title: title ?? "", ...sanitizeNodes(nodes, wrapper), ...frame };
+    return { title: title ?? "", ...sanitizeNodes(nodes, wrapper), framed };
   }
-  return { title: title ?? "", ...rendered, ...frame };
+  return { title: title ?? "", ...rendered, framed };
 }
 
 /**
