@@ -2,7 +2,8 @@
  * One EPUB content document (XHTML, or an SVG page) into a chapter: its title — the navigation's
  * label, else its first top-ranked heading (`hgroup` parts joined by ": "), else its `<title>`
  * unless that only repeats the book's title ("EPUB chapter titles taken from the first
- * heading only"; "fixed-layout books with the book title on every chapter") — the heading taken
+ * heading only"; "fixed-layout books with the book title on every chapter") or is Project
+ * Gutenberg's "The Project Gutenberg eBook of X, by Y" — the heading taken
  * out of the body, its links rewritten (`epub_links.ts`), its own `lang`/`dir` kept on a wrapper,
  * and its nodes sanitised straight from the tree (`sanitize.ts`).
  *
@@ -12,7 +13,7 @@ import { DomUtils } from "htmlparser2";
 import { type ChildNode, type Element, isTag } from "domhandler";
 import { collapseWhitespace } from "./book.ts";
 import { type LinkRewriter, removeKeepingIds } from "./epub_links.ts";
-import type { EpubFrame } from "./epub_gutenberg.ts";
+import { type EpubFrame, isGutenbergBookTitle } from "./epub_gutenberg.ts";
 import { parseMarkup } from "./markup.ts";
 import { type SanitizedHtml, sanitizeNodes } from "./sanitize.ts";
 
@@ -84,7 +85,10 @@ export function renderDocument(
   }
   // A `<title>` in quotes ("\"Cover\"", as some converters write it) is the word inside them.
   ownTitle = ownTitle?.replace(/^(["“'‘])(.+)["”'’]$/u, "$2") ?? null;
-  if (title === null && ownTitle && comparable(ownTitle) !== comparable(bookTitle)) {
+  if (
+    title === null && ownTitle && comparable(ownTitle) !== comparable(bookTitle) &&
+    !isGutenbergBookTitle(ownTitle)
+  ) {
     title = ownTitle;
   }
   links.rewrite(nodes, page.path);

@@ -84,6 +84,19 @@ export class EpubFrame {
 }
 
 /**
+ * Whether a content document's `<title>` is the Gutenberg frame's name for the whole book ("The
+ * Project Gutenberg eBook of X, by Y", "The Project Gutenberg Book of …", "The Project Gutenberg
+ * EBook of …"): Ebookmaker gives every document of the book that `<title>`, so it never names a
+ * chapter.
+ *
+ * @param title a `<title>`, whitespace collapsed.
+ * @returns `true` for the frame's book title.
+ */
+export function isGutenbergBookTitle(title: string): boolean {
+  return /^The Project Gutenberg (?:e-?book|book|etext)s? of\b/i.test(title);
+}
+
+/**
  * The node to cut at for the first text that matches: the element holding it, or the text node
  * itself when it lies straight in the body (cutting the body would take the whole book).
  */

@@ -43,6 +43,13 @@ const FIXTURES: { file: string; chapters: string[]; licenceStart: string }[] = [
     chapters: ["Pride and Prejudice", "Chapter 1", "Chapter 61"],
     licenceStart: "End of the Project Gutenberg EBook of Pride and Prejudice, by Jane Austen",
   },
+  {
+    // Ebookmaker 0.12, EPUB 3: `#pg-header` and `#pg-footer` around the markers; the story's
+    // document has no heading and the `<title>` "The Project Gutenberg eBook of …", as all do.
+    file: "masque-ebookmaker-0.12.epub",
+    chapters: ["The Masque of the Red Death", "Chapter 2"],
+    licenceStart: "*** END OF THE PROJECT GUTENBERG EBOOK THE MASQUE OF THE RED DEATH ***",
+  },
 ];
 
 async function read(path: string): Promise<ExtractedBook> {
@@ -53,8 +60,13 @@ async function read(path: string): Promise<ExtractedBook> {
 function paragraphs(bytes: Uint8Array): string[] {
   const texts: string[] = [];
   for (const [name, data] of Object.entries(unzipSync(bytes))) {
-    if (!name.endsWith(".html")) continue;
-    for (const match of strFromU8(data).matchAll(/<p\b[^>]*>([^]*?)<\/p>/g)) {
+    if (!/\.x?html$/.test(name) || name.endsWith("toc.xhtml")) continue;
+    // Ebookmaker 0.11 on sets the header's fields in `<p>`s inside its `#pg-header` section.
+    const body = strFromU8(data).replace(
+      /<section\b[^>]*id="pg-(?:header|footer)"[^]*?<\/section>/g,
+      "",
+    );
+    for (const match of body.matchAll(/<p\b[^>]*>([^]*?)<\/p>/g)) {
       const text = htmlText(match[1]);
       if (text !== "") texts.push(text);
     }
