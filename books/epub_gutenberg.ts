@@ -17,13 +17,23 @@
 import { DomUtils } from "htmlparser2";
 import { type AnyNode, type ChildNode, isTag, isText } from "domhandler";
 import { licenceText } from "./gutenberg.ts";
-import {
-  blockText,
-  cutSiblings,
-  END_TEXT,
-  isGutenbergFrame,
-  START_TEXT,
-} from "./html_gutenberg.ts";
+import { blockText, cutSiblings, isGutenbergFrame } from "./html_gutenberg.ts";
+
+/**
+ * A start marker opening a text node, in the wordings Ebookmaker has carried over from the HTML:
+ * `*** START OF THE PROJECT GUTENBERG EBOOK X ***`, `*** START OF THIS PROJECT GUTENBERG EBOOK`.
+ * Only at the start of its text, so a sentence that mentions one is the book's.
+ */
+const START_LINE = /^\s*\*{1,3}\s*START OF (?:THE |THIS )?PROJECT GUTENBERG/i;
+
+/**
+ * An end marker opening a text node: `*** END OF THE PROJECT GUTENBERG EBOOK X ***`, or the older
+ * `End of the Project Gutenberg EBook of X` / `End of Project Gutenberg's X` line before it. Every
+ * later spine document is taken as licence, so a sentence ("Notes are at the end of the Project
+ * Gutenberg eBook") must not match.
+ */
+const END_LINE =
+  /^\s*(?:\*{1,3}\s*END OF (?:THE |THIS )?PROJECT GUTENBERG|End of (?:the )?Project Gutenberg(?:'s|’s|\s+e-?book|\s+etext))/i;
 
 /**
  * The frame as it is found, one content document after another in spine order; `cut` is called
@@ -59,13 +69,13 @@ export class EpubFrame {
       framed = true;
       DomUtils.removeElement(element);
     }
-    const start = this.#started ? null : markerNode(nodes, START_TEXT);
+    const start = this.#started ? null : markerNode(nodes, START_LINE);
     if (start !== null) {
       this.#header += cutSiblings(start, "before") + blockText([start]);
       DomUtils.removeElement(start);
       this.#started = framed = true;
     }
-    const end = markerNode(nodes, END_TEXT);
+    const end = markerNode(nodes, END_LINE);
     if (end !== null) {
       this.#footer += blockText([end]) + cutSiblings(end, "after");
       DomUtils.removeElement(end);

@@ -102,7 +102,7 @@ for (const fixture of FIXTURES) {
   });
 }
 
-Deno.test("extractBook() cuts an EPUB's Gutenberg marker lying straight in the body at the marker, and only the first start marker", async () => {
+Deno.test("extractBook() cuts an EPUB's Gutenberg marker lying straight in the body at the marker, only at the first start marker, and only at a marker line", async () => {
   const start = "*** START OF THE PROJECT GUTENBERG EBOOK THE DOOR ***";
   const book = await read(
     await write(zipEpub({
@@ -118,7 +118,8 @@ Deno.test("extractBook() cuts an EPUB's Gutenberg marker lying straight in the b
       ),
       "OEBPS/b.xhtml": xhtml(
         "x",
-        `<h1>Two</h1><p>It shut.</p>\n<p>The sign read “${start}”.</p>\n<p>The end.</p>`,
+        `<h1>Two</h1><p>It shut.</p>\n<blockquote><p>${start}</p></blockquote>\n` +
+          "<p>Notes are at the end of the Project Gutenberg eBook.</p>",
       ),
     })),
   );
@@ -126,9 +127,22 @@ Deno.test("extractBook() cuts an EPUB's Gutenberg marker lying straight in the b
   assert.equal(flat(htmlText(book.chapters[0].html)), "The door opened.");
   assert.equal(
     flat(htmlText(book.chapters[1].html)),
-    `It shut. The sign read “${start}”. The end.`,
+    `It shut. ${start} Notes are at the end of the Project Gutenberg eBook.`,
   );
   assert.equal(book.licence, `Title: The Door\n\n${start}`);
+  // A book with no frame that mentions a marker in a sentence keeps all of its text.
+  const quoted = await read(
+    await write(zipEpub({
+      "META-INF/container.xml": CONTAINER,
+      "OEBPS/content.opf": packageDocument({
+        manifest: '<item id="a" href="a.xhtml" media-type="application/xhtml+xml"/>',
+        spine: '<itemref idref="a"/>',
+      }),
+      "OEBPS/a.xhtml": xhtml("x", `<h1>One</h1><p>First.</p>\n<p>The sign read “${start}”.</p>`),
+    })),
+  );
+  assert.equal(flat(htmlText(quoted.chapters[0].html)), `First. The sign read “${start}”.`);
+  assert.equal(quoted.licence, null);
 });
 
 Deno.test("extractBook() finds an Ebookmaker 0.11 EPUB's Gutenberg frame by its ids alone and by its markers alone", async () => {
