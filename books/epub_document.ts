@@ -14,6 +14,8 @@ import { type ChildNode, type Element, isTag } from "domhandler";
 import { collapseWhitespace } from "./book.ts";
 import { type LinkRewriter, removeKeepingIds } from "./epub_links.ts";
 import { type EpubFrame, isGutenbergBookTitle } from "./epub_gutenberg.ts";
+import type { NavEntry } from "./epub_nav.ts";
+import { type DocumentPart, splitAtNav } from "./epub_split.ts";
 import { parseMarkup } from "./markup.ts";
 import { type SanitizedHtml, sanitizeNodes } from "./sanitize.ts";
 
@@ -27,8 +29,11 @@ import { type SanitizedHtml, sanitizeNodes } from "./sanitize.ts";
  * @param bookLanguage the book's language: a document's own `lang` that differs is kept.
  * @param links the book's link rewriter.
  * @param frame the book's Project Gutenberg frame, which takes its part out of the document.
- * @returns the sanitised html, whether it is blank, the title (`""` when none was found), and
- *   whether the document held part of the Project Gutenberg frame (taken out).
+ * @param entries the navigation's entries that point into the document: where they name several
+ *   chapters' headings, the document is split into them (`epub_split.ts`).
+ * @returns one chapter per part (one for a document not split): the sanitised html, whether it is
+ *   blank, the title (`""` when none was found), and whether the document held part of the
+ *   Project Gutenberg frame (taken out).
  * @throws RangeError when elements nest too deeply (see `books/markup.ts`).
  */
 export function renderDocument(
@@ -39,7 +44,8 @@ export function renderDocument(
   bookLanguage: string | null,
   links: LinkRewriter,
   frame: EpubFrame,
-): SanitizedHtml & { title: string; framed: boolean } {
+  entries: readonly NavEntry[] = [],
+): Array<SanitizedHtml & { title: string; framed: boolean; continues?: boolean }> {
   const document = parseMarkup(source, { recognizeSelfClosing: true, recognizeCDATA: true });
   const root = document.children;
   let nodes: ChildNode[];
@@ -48,6 +54,7 @@ export function renderDocument(
   let wrapper: { name: string; attribs: Record<string, string> } | null = null;
   let restore: (() => void) | null = null;
   let framed = false;
+  let parts: DocumentPart[] | null = null;
   if (page.kind === "svg") {
     const svg = DomUtils.findOne((element) => element.name === "svg", root);
     nodes = svg === null ? [] : [svg];
@@ -60,11 +67,12 @@ export function renderDocument(
     // A Project Gutenberg EPUB carries its frame as in its HTML: the header and the licence are
     // the edition's metadata, not a page of the book.
     framed = frame.cut(nodes);
+    parts = splitAtNav(nodes, entries);
     const titleElement = DomUtils.findOne((element) => element.name === "title", root);
     ownTitle = titleElement === null
       ? null
       : collapseWhitespace(DomUtils.textContent(titleElement));
-    const heading = findHeading(nodes);
+    const heading = parts === null ? findHeading(nodes) : null;
     if (heading !== null) {
       const headingText = headingTitle(heading);
       if (title === null && headingText !== "") {
@@ -92,13 +100,46 @@ export function renderDocument(
     title = ownTitle;
   }
   links.rewrite(nodes, page.path);
+  if (parts !== null) {
+    // Each chapter of a split document is titled by its entry; its heading, when it says the same,
+    // is left out as a whole document's is.
+    return parts.map((part) => {
+      const heading = part.heading ?? findHeading(part.nodes);
+      const again = heading !== null &&
+        comparable(headingTitle(heading)) === comparable(part.label);
+      const saved = [...part.nodes];
+      const put = again ? removeFromPart(part.nodes, heading) : null;
+      const shown = sanitizeNodes(part.nodes, wrapper);
+      const { continues } = part;
+      if (!shown.blank || put === null) return { title: part.label, ...shown, framed, continues };
+      put();
+      return { title: part.label, ...sanitizeNodes(saved, wrapper), framed, continues };
+    });
+  }
   const rendered = sanitizeNodes(nodes, wrapper);
   // A page that shows only its heading (a part's title page) shows that heading: it is a chapter.
   if (rendered.blank && restore !== null && !framed) {
     restore();
-    return { title: title ?? "", ...sanitizeNodes(nodes, wrapper), framed };
+    return [{ title: title ?? "", ...sanitizeNodes(nodes, wrapper), framed }];
   }
-  return { title: title ?? "", ...rendered, framed };
+  return [{ title: title ?? "", ...rendered, framed }];
+}
+
+/**
+ * `removeKeepingIds` for a heading that may be one of a part's own nodes (a run of the body's
+ * children, held as a list): the list then holds the `id` spans in its place.
+ */
+function removeFromPart(nodes: ChildNode[], heading: Element): () => void {
+  const at = nodes.indexOf(heading);
+  const { parent, prev, next } = heading;
+  const restore = removeKeepingIds(heading);
+  if (at !== -1 && parent !== null) {
+    const siblings = parent.children;
+    const start = prev === null ? 0 : siblings.indexOf(prev) + 1;
+    const end = next === null ? siblings.length : siblings.indexOf(next);
+    nodes.splice(at, 1, ...siblings.slice(start, end));
+  }
+  return restore;
 }
 
 /**

@@ -11,8 +11,9 @@
  *    (image, audio, video) becomes its resource path; a link or image whose target is not in the
  *    book is removed (an image leaves its alt text) with a `resource_missing` warning.
  * 2. {@linkcode finishLinks}, once every chapter is rendered: each placeholder becomes `<n>.html`
- *    of the chapter written for that spine item (the next one when it was skipped), with its
- *    `#fragment` kept when that chapter has the `id`, and `#fragment` alone within a chapter.
+ *    of the chapter written for that spine item (the next one when it was skipped; of a spine item
+ *    split into several chapters, the one that has the `#fragment`'s `id`, else its first), with
+ *    its `#fragment` kept when that chapter has the `id`, and `#fragment` alone within a chapter.
  *
  * @module
  */
@@ -284,7 +285,12 @@ export function finishLinks(chapters: readonly RenderedChapter[], spineLength: n
   // Spine index → chapter number; a skipped item forwards to the next chapter (the last one at
   // the end), where a reader following the link would have gone on to.
   const numberOf = new Array<number>(spineLength + 1).fill(0);
-  for (const [i, chapter] of chapters.entries()) numberOf[chapter.spineIndex] = i + 1;
+  // A spine item split into several chapters (`epub_split.ts`): all of their numbers, in order.
+  const partsOf = new Map<number, number[]>();
+  for (const [i, chapter] of chapters.entries()) {
+    if (numberOf[chapter.spineIndex] === 0) numberOf[chapter.spineIndex] = i + 1;
+    partsOf.set(chapter.spineIndex, [...partsOf.get(chapter.spineIndex) ?? [], i + 1]);
+  }
   for (let k = spineLength - 1, next = chapters.length; k >= 0; k--) {
     if (numberOf[k] === 0) numberOf[k] = next;
     else next = numberOf[k];
@@ -293,7 +299,11 @@ export function finishLinks(chapters: readonly RenderedChapter[], spineLength: n
   const ids = chapters.map((chapter) => new Set([...chapter.html.matchAll(ID)].map((m) => m[1])));
   return chapters.map((chapter, i) =>
     chapter.html.replace(PLACEHOLDER, (_match, index: string, fragment?: string) => {
-      const target = numberOf[Number(index)] ?? chapters.length;
+      const parts = partsOf.get(Number(index)) ?? [];
+      const holder = fragment === undefined
+        ? undefined
+        : parts.find((n) => ids[n - 1]?.has(fragment));
+      const target = holder ?? numberOf[Number(index)] ?? chapters.length;
       const keep = fragment !== undefined && ids[target - 1]?.has(fragment);
       if (target === i + 1) return keep ? ` href="#${fragment}"` : ` href="${target}.html"`;
       return keep ? ` href="${target}.html#${fragment}"` : ` href="${target}.html"`;

@@ -34,7 +34,14 @@ const FIXTURES: { file: string; chapters: string[]; licenceStart: string }[] = [
   {
     // Ebookmaker 0.10: the licence begins after the last chapter and runs into the next document.
     file: "moby-dick-ebookmaker-0.10.epub",
-    chapters: ["MOBY-DICK; or, THE WHALE.", "CHAPTER 135. The Chase.—Third Day."],
+    chapters: [
+      "MOBY-DICK; or, THE WHALE.",
+      "CHAPTER 1. Loomings.",
+      "CHAPTER 2. The Carpet-Bag.",
+      "CHAPTER 3. The Spouter-Inn.",
+      "CHAPTER 135. The Chase.—Third Day.",
+      "Epilogue",
+    ],
     licenceStart: "*** END OF THE PROJECT GUTENBERG EBOOK MOBY-DICK; OR THE WHALE ***",
   },
   {
