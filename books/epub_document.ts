@@ -10,7 +10,7 @@
  * @module
  */
 import { DomUtils } from "htmlparser2";
-import { type ChildNode, type Element, isTag } from "domhandler";
+import { type ChildNode, Element, isTag } from "domhandler";
 import { collapseWhitespace } from "./book.ts";
 import { type LinkRewriter, removeKeepingIds } from "./epub_links.ts";
 import { type EpubFrame, isGutenbergBookTitle } from "./epub_gutenberg.ts";
@@ -127,19 +127,21 @@ export function renderDocument(
 
 /**
  * `removeKeepingIds` for a heading that may be one of a part's own nodes (a run of the body's
- * children, held as a list): the list then holds the `id` spans in its place.
+ * children, held as a list): the list then holds an empty `<span id>` per `id` in its place and
+ * the tree is left as it is (taking a child out of a body of thousands, once per chapter, would
+ * cost the square of the chapters); a heading inside a wrapper is taken out of the wrapper.
+ *
+ * @returns a function that puts a heading inside a wrapper back (the caller renders the part's
+ *   first list again for one that was a part's own node).
  */
 function removeFromPart(nodes: ChildNode[], heading: Element): () => void {
   const at = nodes.indexOf(heading);
-  const { parent, prev, next } = heading;
-  const restore = removeKeepingIds(heading);
-  if (at !== -1 && parent !== null) {
-    const siblings = parent.children;
-    const start = prev === null ? 0 : siblings.indexOf(prev) + 1;
-    const end = next === null ? siblings.length : siblings.indexOf(next);
-    nodes.splice(at, 1, ...siblings.slice(start, end));
-  }
-  return restore;
+  if (at === -1) return removeKeepingIds(heading);
+  const ids = [heading, ...DomUtils.findAll(() => true, heading.children)]
+    .map((element) => element.attribs.id)
+    .filter((id): id is string => id !== undefined && id !== "");
+  nodes.splice(at, 1, ...ids.map((id) => new Element("span", { id })));
+  return () => {};
 }
 
 /**

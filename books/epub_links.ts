@@ -285,11 +285,8 @@ export function finishLinks(chapters: readonly RenderedChapter[], spineLength: n
   // Spine index → chapter number; a skipped item forwards to the next chapter (the last one at
   // the end), where a reader following the link would have gone on to.
   const numberOf = new Array<number>(spineLength + 1).fill(0);
-  // A spine item split into several chapters (`epub_split.ts`): all of their numbers, in order.
-  const partsOf = new Map<number, number[]>();
   for (const [i, chapter] of chapters.entries()) {
     if (numberOf[chapter.spineIndex] === 0) numberOf[chapter.spineIndex] = i + 1;
-    partsOf.set(chapter.spineIndex, [...partsOf.get(chapter.spineIndex) ?? [], i + 1]);
   }
   for (let k = spineLength - 1, next = chapters.length; k >= 0; k--) {
     if (numberOf[k] === 0) numberOf[k] = next;
@@ -297,12 +294,18 @@ export function finishLinks(chapters: readonly RenderedChapter[], spineLength: n
   }
   // Ids are compared as written in the html: the sanitiser escaped them and the fragments alike.
   const ids = chapters.map((chapter) => new Set([...chapter.html.matchAll(ID)].map((m) => m[1])));
+  // "<spine index>#<id>" → the chapter holding that id: of a spine item split into several
+  // chapters (`epub_split.ts`), the one the id went to.
+  const holders = new Map<string, number>();
+  for (const [i, chapter] of chapters.entries()) {
+    for (const id of ids[i]) {
+      const key = `${chapter.spineIndex}#${id}`;
+      if (!holders.has(key)) holders.set(key, i + 1);
+    }
+  }
   return chapters.map((chapter, i) =>
     chapter.html.replace(PLACEHOLDER, (_match, index: string, fragment?: string) => {
-      const parts = partsOf.get(Number(index)) ?? [];
-      const holder = fragment === undefined
-        ? undefined
-        : parts.find((n) => ids[n - 1]?.has(fragment));
+      const holder = fragment === undefined ? undefined : holders.get(`${index}#${fragment}`);
       const target = holder ?? numberOf[Number(index)] ?? chapters.length;
       const keep = fragment !== undefined && ids[target - 1]?.has(fragment);
       if (target === i + 1) return keep ? ` href="#${fragment}"` : ` href="${target}.html"`;

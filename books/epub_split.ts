@@ -51,12 +51,20 @@ export function splitAtNav(
   entries: readonly NavEntry[],
 ): DocumentPart[] | null {
   if (entries.length < 2) return null;
-  const depth = Math.min(...entries.map((entry) => entry.depth));
+  const depth = entries.reduce((least, entry) => Math.min(least, entry.depth), Infinity);
   const top = entries.filter((entry) => entry.depth === depth);
   if (top.length < 2) return null;
+  // One pass over the document for every target, and one over the body's children for their
+  // places: a navigation of thousands of entries into one document stays linear.
+  const wanted = new Set(top.map((entry) => entry.fragment));
+  const byId = new Map<string, Element>();
+  for (const element of DomUtils.findAll((e) => wanted.has(e.attribs.id), nodes)) {
+    if (!byId.has(element.attribs.id)) byId.set(element.attribs.id, element);
+  }
+  const place = new Map(nodes.map((node, index) => [node, index]));
   const targets = top.flatMap((entry) => {
-    const target = DomUtils.findOne((e) => e.attribs.id === entry.fragment, nodes);
-    return target !== null && HEADING.test(target.name)
+    const target = entry.fragment === null ? undefined : byId.get(entry.fragment);
+    return target !== undefined && HEADING.test(target.name)
       ? [{ label: entry.label, heading: target, id: entry.fragment }]
       : [];
   });
@@ -69,8 +77,8 @@ export function splitAtNav(
   const chapters: { label: string; heading: Element; id: string | null }[] = [];
   for (const target of targets.filter(({ heading }) => heading.name === ranks[0][0])) {
     let child: ChildNode = target.heading;
-    while (child.parent !== null && !nodes.includes(child)) child = child.parent as ChildNode;
-    const index = nodes.indexOf(child);
+    while (child.parent !== null && !place.has(child)) child = child.parent as ChildNode;
+    const index = place.get(child) ?? -1;
     if (index === starts.at(-1)) continue;
     if (index < (starts.at(-1) ?? -1) || !beginsWith(child, target.heading)) return null;
     starts.push(index);
