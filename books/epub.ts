@@ -1,6 +1,7 @@
 /**
  * EPUB books: the ZIP archive (`epub_archive.ts`), `META-INF/container.xml` → the OPF package
- * document → its metadata, manifest and spine, and one chapter per spine item in spine order,
+ * document → its metadata, manifest and spine, and one chapter per spine item in spine order (a
+ * document the navigation divides at chapter headings split into them, `epub_split.ts`),
  * titled from the book's own navigation (`epub_nav.ts`), its links and images rewritten to the
  * files the worker writes (`epub_links.ts`). An archive or package document that cannot be read is
  * an `UnreadableBookError` naming what is wrong; a spine item that cannot be shown is skipped with
@@ -34,7 +35,8 @@ import {
   resolveHref,
 } from "./epub_links.ts";
 import { renderDocument } from "./epub_document.ts";
-import { readNavLabels } from "./epub_nav.ts";
+import { EpubFrame } from "./epub_gutenberg.ts";
+import { readNav } from "./epub_nav.ts";
 import { attribute, field, list, readAuthor, readDirection, text, xml } from "./epub_package.ts";
 import {
   escapeHtml,
@@ -71,7 +73,9 @@ interface Page {
 }
 
 /**
- * Read an EPUB (2 or 3) into one chapter per spine item that shows something, in spine order.
+ * Read an EPUB (2 or 3) into one chapter per spine item that shows something, in spine order; a
+ * document whose navigation entries name several chapter headings in it is one chapter per
+ * heading (`epub_split.ts`).
  *
  * Every spine item is included, `linear="no"` ones too. A non-XHTML item follows its manifest
  * `fallback` chain to an XHTML one, else is shown as itself when it is SVG (inline) or an image
@@ -171,7 +175,7 @@ export function extractEpub(bytes: Uint8Array, path: string, signal: AbortSignal
   const cover = (): string | null => coverImage === null ? null : links.registered(coverImage);
   const items = [...manifest.values()];
   const tocId = attribute(spineNode, "toc");
-  const navLabels = readNavLabels(archive, {
+  const nav = readNav(archive, {
     nav: items.find((item) => /(^|\s)nav(\s|$)/.test(item.properties))?.path ?? null,
     ncx: (tocId === null ? undefined : manifest.get(tocId))?.path ??
       items.find((item) => item.mediaType === "application/x-dtbncx+xml")?.path ?? null,
@@ -182,23 +186,23 @@ export function extractEpub(bytes: Uint8Array, path: string, signal: AbortSignal
     pages.flatMap((page) => page !== null && page.kind !== "image" ? [page.path] : []),
   );
   const rendered: Array<RenderedChapter & { title: string }> = [];
-  let frameLicence: string | null = null;
+  const frame = new EpubFrame();
   for (const [index, page] of pages.entries()) {
     signal.throwIfAborted();
     if (page === null) continue;
     const fallbackTitle = `${fixedLayout ? "Page" : "Chapter"} ${rendered.length + 1}`;
     const untitled = (html: string): string => shows(html, cover) ? "Cover" : fallbackTitle;
-    const label = navLabels.get(page.path) ?? null;
-    let chapter: SanitizedHtml & { title: string; framed?: boolean };
+    const label = nav.labels.get(page.path) ?? null;
+    let chapters: Array<SanitizedHtml & { title: string; framed?: boolean; continues?: boolean }>;
     if (page.kind === "image") {
       const src = links.resourceFor(page.path);
       const alt = escapeHtml(label ?? "");
-      chapter = {
+      chapters = [{
         title: label ?? (page.path === coverImage ? "Cover" : fallbackTitle),
         ...(src === null
           ? { html: "", blank: true }
           : sanitizeChapterHtml(`<p><img src="${src}" alt="${alt}"/></p>`)),
-      };
+      }];
     } else {
       const source = documents(page.path);
       if (source === undefined) continue;
@@ -211,22 +215,26 @@ export function extractEpub(bytes: Uint8Array, path: string, signal: AbortSignal
         continue;
       }
       try {
-        const document = renderDocument(text, page, label, title, language, links);
-        frameLicence ??= document.licence;
-        chapter = document;
+        const entries = nav.entries.get(page.path) ?? [];
+        chapters = renderDocument(text, page, label, title, language, links, frame, entries);
       } catch (error) {
         // Caught here, not only in the dispatcher, to name the chapter file that is at fault.
         throw fail(`"${page.path}" could not be parsed: ${describeParseError(error)}`, error);
       }
-      chapter.title ||= untitled(chapter.html);
+      for (const chapter of chapters) chapter.title ||= untitled(chapter.html);
     }
-    // A page that held only the Gutenberg frame (the licence) is the edition's metadata.
-    if (chapter.blank && chapter.framed) continue;
-    if (chapter.blank) {
-      warn("spine_item_skipped", `Spine item "${page.path}" shows nothing; it was left out`);
-      continue;
+    for (const chapter of chapters) {
+      // A page that held only the Gutenberg frame (the licence) is the edition's metadata.
+      if (chapter.blank && chapter.framed) continue;
+      if (chapter.blank) {
+        warn("spine_item_skipped", `Spine item "${page.path}" shows nothing; it was left out`);
+        continue;
+      }
+      // The end of the last chapter of the previous document, split from it by size.
+      const previous = rendered.at(-1);
+      if (chapter.continues && previous !== undefined) previous.html += `\n${chapter.html}`;
+      else rendered.push({ spineIndex: index, title: chapter.title, html: chapter.html });
     }
-    rendered.push({ spineIndex: index, title: chapter.title, html: chapter.html });
   }
 
   const htmls = finishLinks(rendered, spine.length);
@@ -241,7 +249,7 @@ export function extractEpub(bytes: Uint8Array, path: string, signal: AbortSignal
     format: "epub",
     title,
     author: readAuthor(metadata),
-    licence: frameLicence ?? (rights.length === 0 ? null : rights.join("\n")),
+    licence: frame.licence() ?? (rights.length === 0 ? null : rights.join("\n")),
     language,
     direction: readDirection(attribute(spineNode, "page-progression-direction"), language),
     warnings,

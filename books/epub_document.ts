@@ -2,18 +2,20 @@
  * One EPUB content document (XHTML, or an SVG page) into a chapter: its title — the navigation's
  * label, else its first top-ranked heading (`hgroup` parts joined by ": "), else its `<title>`
  * unless that only repeats the book's title ("EPUB chapter titles taken from the first
- * heading only"; "fixed-layout books with the book title on every chapter") — the heading taken
+ * heading only"; "fixed-layout books with the book title on every chapter") or is Project
+ * Gutenberg's "The Project Gutenberg eBook of X, by Y" — the heading taken
  * out of the body, its links rewritten (`epub_links.ts`), its own `lang`/`dir` kept on a wrapper,
  * and its nodes sanitised straight from the tree (`sanitize.ts`).
  *
  * @module
  */
 import { DomUtils } from "htmlparser2";
-import { type ChildNode, type Element, isTag } from "domhandler";
+import { type ChildNode, Element, isTag } from "domhandler";
 import { collapseWhitespace } from "./book.ts";
 import { type LinkRewriter, removeKeepingIds } from "./epub_links.ts";
-import { licenceText } from "./gutenberg.ts";
-import { blockText, isGutenbergFrame } from "./html_gutenberg.ts";
+import { type EpubFrame, isGutenbergBookTitle } from "./epub_gutenberg.ts";
+import type { NavEntry } from "./epub_nav.ts";
+import { type DocumentPart, splitAtNav } from "./epub_split.ts";
 import { parseMarkup } from "./markup.ts";
 import { type SanitizedHtml, sanitizeNodes } from "./sanitize.ts";
 
@@ -26,9 +28,12 @@ import { type SanitizedHtml, sanitizeNodes } from "./sanitize.ts";
  * @param bookTitle the book's title: a `<title>` that only repeats it is no chapter title.
  * @param bookLanguage the book's language: a document's own `lang` that differs is kept.
  * @param links the book's link rewriter.
- * @returns the sanitised html, whether it is blank, the title (`""` when none was found), and
- *   whether the document held the Project Gutenberg frame (`#pg-header`, `#pg-footer`), taken
- *   out, with the licence text it held (`null` when none).
+ * @param frame the book's Project Gutenberg frame, which takes its part out of the document.
+ * @param entries the navigation's entries that point into the document: where they name several
+ *   chapters' headings, the document is split into them (`epub_split.ts`).
+ * @returns one chapter per part (one for a document not split): the sanitised html, whether it is
+ *   blank, the title (`""` when none was found), and whether the document held part of the
+ *   Project Gutenberg frame (taken out).
  * @throws RangeError when elements nest too deeply (see `books/markup.ts`).
  */
 export function renderDocument(
@@ -38,7 +43,9 @@ export function renderDocument(
   bookTitle: string,
   bookLanguage: string | null,
   links: LinkRewriter,
-): SanitizedHtml & { title: string; framed: boolean; licence: string | null } {
+  frame: EpubFrame,
+  entries: readonly NavEntry[] = [],
+): Array<SanitizedHtml & { title: string; framed: boolean; continues?: boolean }> {
   const document = parseMarkup(source, { recognizeSelfClosing: true, recognizeCDATA: true });
   const root = document.children;
   let nodes: ChildNode[];
@@ -47,7 +54,7 @@ export function renderDocument(
   let wrapper: { name: string; attribs: Record<string, string> } | null = null;
   let restore: (() => void) | null = null;
   let framed = false;
-  let frameLicence = "";
+  let parts: DocumentPart[] | null = null;
   if (page.kind === "svg") {
     const svg = DomUtils.findOne((element) => element.name === "svg", root);
     nodes = svg === null ? [] : [svg];
@@ -59,16 +66,13 @@ export function renderDocument(
     nodes = (body ?? html ?? document).children;
     // A Project Gutenberg EPUB carries its frame as in its HTML: the header and the licence are
     // the edition's metadata, not a page of the book.
-    for (const element of DomUtils.findAll(isGutenbergFrame, nodes)) {
-      if (element.attribs.id !== "pg-header") frameLicence += blockText([element]);
-      framed = true;
-      DomUtils.removeElement(element);
-    }
+    framed = frame.cut(nodes);
+    parts = splitAtNav(nodes, entries);
     const titleElement = DomUtils.findOne((element) => element.name === "title", root);
     ownTitle = titleElement === null
       ? null
       : collapseWhitespace(DomUtils.textContent(titleElement));
-    const heading = findHeading(nodes);
+    const heading = parts === null ? findHeading(nodes) : null;
     if (heading !== null) {
       const headingText = headingTitle(heading);
       if (title === null && headingText !== "") {
@@ -89,18 +93,55 @@ export function renderDocument(
   }
   // A `<title>` in quotes ("\"Cover\"", as some converters write it) is the word inside them.
   ownTitle = ownTitle?.replace(/^(["“'‘])(.+)["”'’]$/u, "$2") ?? null;
-  if (title === null && ownTitle && comparable(ownTitle) !== comparable(bookTitle)) {
+  if (
+    title === null && ownTitle && comparable(ownTitle) !== comparable(bookTitle) &&
+    !isGutenbergBookTitle(ownTitle)
+  ) {
     title = ownTitle;
   }
   links.rewrite(nodes, page.path);
-  const frame = { framed, licence: licenceText(frameLicence) };
+  if (parts !== null) {
+    // Each chapter of a split document is titled by its entry; its heading, when it says the same,
+    // is left out as a whole document's is.
+    return parts.map((part) => {
+      const heading = part.heading ?? findHeading(part.nodes);
+      const again = heading !== null &&
+        comparable(headingTitle(heading)) === comparable(part.label);
+      const saved = [...part.nodes];
+      const put = again ? removeFromPart(part.nodes, heading) : null;
+      const shown = sanitizeNodes(part.nodes, wrapper);
+      const { continues } = part;
+      if (!shown.blank || put === null) return { title: part.label, ...shown, framed, continues };
+      put();
+      return { title: part.label, ...sanitizeNodes(saved, wrapper), framed, continues };
+    });
+  }
   const rendered = sanitizeNodes(nodes, wrapper);
   // A page that shows only its heading (a part's title page) shows that heading: it is a chapter.
   if (rendered.blank && restore !== null && !framed) {
     restore();
-    return { title: title ?? "", ...sanitizeNodes(nodes, wrapper), ...frame };
+    return [{ title: title ?? "", ...sanitizeNodes(nodes, wrapper), framed }];
   }
-  return { title: title ?? "", ...rendered, ...frame };
+  return [{ title: title ?? "", ...rendered, framed }];
+}
+
+/**
+ * `removeKeepingIds` for a heading that may be one of a part's own nodes (a run of the body's
+ * children, held as a list): the list then holds an empty `<span id>` per `id` in its place and
+ * the tree is left as it is (taking a child out of a body of thousands, once per chapter, would
+ * cost the square of the chapters); a heading inside a wrapper is taken out of the wrapper.
+ *
+ * @returns a function that puts a heading inside a wrapper back (the caller renders the part's
+ *   first list again for one that was a part's own node).
+ */
+function removeFromPart(nodes: ChildNode[], heading: Element): () => void {
+  const at = nodes.indexOf(heading);
+  if (at === -1) return removeKeepingIds(heading);
+  const ids = [heading, ...DomUtils.findAll(() => true, heading.children)]
+    .map((element) => element.attribs.id)
+    .filter((id): id is string => id !== undefined && id !== "");
+  nodes.splice(at, 1, ...ids.map((id) => new Element("span", { id })));
+  return () => {};
 }
 
 /**

@@ -11,8 +11,9 @@
  *    (image, audio, video) becomes its resource path; a link or image whose target is not in the
  *    book is removed (an image leaves its alt text) with a `resource_missing` warning.
  * 2. {@linkcode finishLinks}, once every chapter is rendered: each placeholder becomes `<n>.html`
- *    of the chapter written for that spine item (the next one when it was skipped), with its
- *    `#fragment` kept when that chapter has the `id`, and `#fragment` alone within a chapter.
+ *    of the chapter written for that spine item (the next one when it was skipped; of a spine item
+ *    split into several chapters, the one that has the `#fragment`'s `id`, else its first), with
+ *    its `#fragment` kept when that chapter has the `id`, and `#fragment` alone within a chapter.
  *
  * @module
  */
@@ -284,16 +285,28 @@ export function finishLinks(chapters: readonly RenderedChapter[], spineLength: n
   // Spine index → chapter number; a skipped item forwards to the next chapter (the last one at
   // the end), where a reader following the link would have gone on to.
   const numberOf = new Array<number>(spineLength + 1).fill(0);
-  for (const [i, chapter] of chapters.entries()) numberOf[chapter.spineIndex] = i + 1;
+  for (const [i, chapter] of chapters.entries()) {
+    if (numberOf[chapter.spineIndex] === 0) numberOf[chapter.spineIndex] = i + 1;
+  }
   for (let k = spineLength - 1, next = chapters.length; k >= 0; k--) {
     if (numberOf[k] === 0) numberOf[k] = next;
     else next = numberOf[k];
   }
   // Ids are compared as written in the html: the sanitiser escaped them and the fragments alike.
   const ids = chapters.map((chapter) => new Set([...chapter.html.matchAll(ID)].map((m) => m[1])));
+  // "<spine index>#<id>" → the chapter holding that id: of a spine item split into several
+  // chapters (`epub_split.ts`), the one the id went to.
+  const holders = new Map<string, number>();
+  for (const [i, chapter] of chapters.entries()) {
+    for (const id of ids[i]) {
+      const key = `${chapter.spineIndex}#${id}`;
+      if (!holders.has(key)) holders.set(key, i + 1);
+    }
+  }
   return chapters.map((chapter, i) =>
     chapter.html.replace(PLACEHOLDER, (_match, index: string, fragment?: string) => {
-      const target = numberOf[Number(index)] ?? chapters.length;
+      const holder = fragment === undefined ? undefined : holders.get(`${index}#${fragment}`);
+      const target = holder ?? numberOf[Number(index)] ?? chapters.length;
       const keep = fragment !== undefined && ids[target - 1]?.has(fragment);
       if (target === i + 1) return keep ? ` href="#${fragment}"` : ` href="${target}.html"`;
       return keep ? ` href="${target}.html#${fragment}"` : ` href="${target}.html"`;
