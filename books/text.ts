@@ -101,6 +101,10 @@ export function extractText(source: string, path: string, signal: AbortSignal): 
     }
   }
   let index = first === -1 ? blocks.length : first;
+  // A part heading with nothing under it (`PART TWO` right over its `Chapter 1`) is shown at the
+  // top of the next chapter, as the HTML reader shows it: a part's name is the book's text too.
+  // Other headings with nothing under them (a contents list's entries) are left out.
+  let carried = "";
   while (index < blocks.length) {
     signal.throwIfAborted();
     const heading = headings[index] as Heading;
@@ -110,7 +114,10 @@ export function extractText(source: string, path: string, signal: AbortSignal): 
       block.length > 0
     );
     if (body.length > 0) {
-      chapters.push({ title: heading.title, html: toParagraphs(body) });
+      chapters.push({ title: heading.title, html: carried + toParagraphs(body) });
+      carried = "";
+    } else if (heading.kind === "part") {
+      carried += `<h2>${escapeHtml(heading.title)}</h2>\n`;
     }
     index = next;
   }

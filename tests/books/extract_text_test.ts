@@ -102,6 +102,19 @@ Deno.test("extractBook() skips a text book's contents list of bare headings", as
   ]);
 });
 
+Deno.test("extractBook() shows a text book's part headings at the top of each part's first chapter, in every line ending", async () => {
+  const text = "Two Families\n\nPART ONE\n\nChapter 1\n\nHappy families.\n\nChapter 2\n\n" +
+    "Everything was upset.\n\nPART TWO\n\nChapter 1\n\nAt the end of the winter.\n";
+  for (const [ending, source] of [["LF", text], ["CRLF", text.replaceAll("\n", "\r\n")]]) {
+    const book = await extractFrom("parts.txt", source);
+    assert.deepEqual(book.chapters, [
+      { title: "Chapter 1", html: "<h2>PART ONE</h2>\n<p>Happy families.</p>" },
+      { title: "Chapter 2", html: "<p>Everything was upset.</p>" },
+      { title: "Chapter 1", html: "<h2>PART TWO</h2>\n<p>At the end of the winter.</p>" },
+    ], ending);
+  }
+});
+
 Deno.test("extractBook() reads a text book without headings as one chapter", async () => {
   const titled = await extractFrom("essay.txt", "On Walking\n\nWalking is good.\n\nDo it daily.\n");
   assert.equal(titled.title, "On Walking");
