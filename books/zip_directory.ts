@@ -209,8 +209,13 @@ function describe(error: unknown): string {
 
 let table: Uint32Array | null = null;
 
-/** CRC-32 (ISO 3309, the ZIP and gzip checksum) of some bytes. */
-export function crc32(bytes: Uint8Array): number {
+/**
+ * CRC-32 (ISO 3309, the ZIP and gzip checksum) of some bytes.
+ *
+ * @param bytes the bytes.
+ * @param previous the CRC-32 of the bytes before them, to checksum a stream in pieces.
+ */
+export function crc32(bytes: Uint8Array, previous = 0): number {
   if (table === null) {
     table = new Uint32Array(256);
     for (let n = 0; n < 256; n++) {
@@ -219,7 +224,7 @@ export function crc32(bytes: Uint8Array): number {
       table[n] = c >>> 0;
     }
   }
-  let crc = 0xffffffff;
+  let crc = (previous ^ 0xffffffff) >>> 0;
   for (let i = 0; i < bytes.length; i++) crc = table[(crc ^ bytes[i]) & 0xff] ^ (crc >>> 8);
   return (crc ^ 0xffffffff) >>> 0;
 }

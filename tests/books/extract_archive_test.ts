@@ -284,3 +284,57 @@ Deno.test("extractBook() refuses a truncated or corrupt zip or gzip file", async
   await assertRefused("what.gz", gzipSync(text), /its name does not say what it holds/);
   await assertRefused("book.tar.gz", gzipSync(text), /it holds a "\.tar" file/);
 });
+
+/** Byte arrays one after another, as `cat` joins files. */
+function concat(...parts: Uint8Array[]): Uint8Array {
+  const out = new Uint8Array(parts.reduce((sum, part) => sum + part.length, 0));
+  let at = 0;
+  for (const part of parts) {
+    out.set(part, at);
+    at += part.length;
+  }
+  return out;
+}
+
+Deno.test("extractBook() refuses a gzip file whose CRC-32 or length trailer is wrong or cut off", async () => {
+  const text = await fixture("alice.txt.gz");
+  const gz = gzipSync(text);
+  const damaged = /the gzip data is damaged or truncated: it fails its CRC-32 or length check/;
+  for (
+    const [name, bytes] of [
+      ["crc.txt.gz", gz.slice()],
+      ["length.txt.gz", gz.slice()],
+      ["short.txt.gz", gz.subarray(0, gz.length - 4)],
+      ["bare.txt.gz", gz.subarray(0, gz.length - 8)],
+      ["tail.txt.gz", concat(gz, strToU8("abc"))],
+    ] as const
+  ) {
+    if (name === "crc.txt.gz") bytes[bytes.length - 8] ^= 0xff;
+    if (name === "length.txt.gz") bytes[bytes.length - 1] ^= 0xff;
+    await assertRefused(name, bytes, damaged);
+  }
+  // A member before the last is checked too, before the next one is read.
+  const half = text.length >> 1;
+  const first = gzipSync(text.subarray(0, half));
+  first[first.length - 5] ^= 0x01;
+  await assertRefused(
+    "members.txt.gz",
+    concat(first, gzipSync(text.subarray(half))),
+    /member "1" fails its CRC-32 or length check/,
+  );
+});
+
+Deno.test("extractBook() refuses a gzip file of more than 1000 members, and reads one of 1000", async () => {
+  const story = strToU8("A Short Story\n\nCHAPTER I\n\nIt was short.\n\nCHAPTER II\n\nIt ended.\n");
+  const empty = gzipSync(new Uint8Array());
+  const members = (count: number) =>
+    concat(...Array.from({ length: count - 1 }, () => empty), gzipSync(story));
+  const expected = shown(await extractFile("story.txt", story));
+  assert.deepEqual(shown(await extractFile("story.txt.gz", members(1000))), expected);
+  const elapsed = await assertRefused(
+    "crowd.txt.gz",
+    members(100_000),
+    /it holds more than "1000" gzip members/,
+  );
+  assert.ok(elapsed < 1_000, `${elapsed} ms`);
+});
