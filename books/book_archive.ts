@@ -28,6 +28,7 @@ import {
   crc32,
   type Fail,
   INFLATE_CHUNK,
+  quoteName,
   readZipDirectory,
   unpackEntry,
   type ZipEntry,
@@ -109,6 +110,13 @@ function unpackZip(bytes: Uint8Array, path: string, fail: Fail): PackedBook {
     !entry.name.endsWith("/") && !basename(entry.name).startsWith("._")
   );
   const books = files.filter((entry) => bookFormat(entry.name) !== undefined);
+  // Two entries of one name are one file to every unzip tool, which keeps one of them; which one
+  // differs from tool to tool (the Android "Master Key" signature bypass), so no book is picked.
+  const seen = new Set<string>();
+  for (const entry of books) {
+    if (seen.has(entry.name)) throw fail(`it holds two files named ${quoteName(entry.name)}`);
+    seen.add(entry.name);
+  }
   const main = mainBook(books, path);
   if (main === null) {
     if (books.length === 0) {
@@ -125,11 +133,13 @@ function unpackZip(bytes: Uint8Array, path: string, fail: Fail): PackedBook {
     );
   }
   if (main.size > MAX_ENTRY_BYTES) {
-    throw fail(`"${main.name}" unpacks to more than "${MAX_ENTRY_BYTES}" bytes`);
+    throw fail(`${quoteName(main.name)} unpacks to more than "${MAX_ENTRY_BYTES}" bytes`);
   }
   if (main.size > RATIO_FLOOR_BYTES && main.size > main.compressedSize * MAX_COMPRESSION_RATIO) {
     throw fail(
-      `"${main.name}" is compressed more than ${MAX_COMPRESSION_RATIO} to 1 (a ZIP bomb, not a book)`,
+      `${
+        quoteName(main.name)
+      } is compressed more than ${MAX_COMPRESSION_RATIO} to 1 (a ZIP bomb, not a book)`,
     );
   }
   return {
@@ -237,7 +247,7 @@ function bookFormat(name: string): Exclude<BookFormat, "epub"> | undefined {
 }
 
 function listNames(entries: readonly ZipEntry[]): string {
-  const shown = entries.slice(0, NAMES_LISTED).map((entry) => `"${entry.name}"`).join(", ");
+  const shown = entries.slice(0, NAMES_LISTED).map((entry) => quoteName(entry.name)).join(", ");
   const more = entries.length - NAMES_LISTED;
   return more > 0 ? `${shown} and ${more} more` : shown;
 }
