@@ -25,8 +25,10 @@ import {
 } from "./book.ts";
 import { MAX_ENTRY_BYTES, MAX_UNPACKED_BYTES } from "./epub_archive.ts";
 import {
+  crc32,
   type Fail,
   INFLATE_CHUNK,
+  quoteName,
   readZipDirectory,
   unpackEntry,
   type ZipEntry,
@@ -47,6 +49,13 @@ export const RATIO_FLOOR_BYTES = 1024 * 1024;
 
 /** Largest unpacked gzip file, bytes: one book file, bounded as one entry of an archive is. */
 export const MAX_GUNZIP_BYTES = MAX_ENTRY_BYTES;
+
+/**
+ * Most members a gzip file may hold (RFC 1952 section 2.2: members one after another read as one
+ * file). A book is one member, or a few `cat`ed together; fflate sets up a 32 KiB window for each,
+ * so a file of thousands of empty 20-byte members costs seconds of CPU without unpacking a byte.
+ */
+export const MAX_GZIP_MEMBERS = 1_000;
 
 /** How many times bigger than every other book file the largest must be to be the main one. */
 const CLEAR_LEAD = 10;
@@ -101,6 +110,13 @@ function unpackZip(bytes: Uint8Array, path: string, fail: Fail): PackedBook {
     !entry.name.endsWith("/") && !basename(entry.name).startsWith("._")
   );
   const books = files.filter((entry) => bookFormat(entry.name) !== undefined);
+  // Two entries of one name are one file to every unzip tool, which keeps one of them; which one
+  // differs from tool to tool (the Android "Master Key" signature bypass), so no book is picked.
+  const seen = new Set<string>();
+  for (const entry of books) {
+    if (seen.has(entry.name)) throw fail(`it holds two files named ${quoteName(entry.name)}`);
+    seen.add(entry.name);
+  }
   const main = mainBook(books, path);
   if (main === null) {
     if (books.length === 0) {
@@ -117,11 +133,13 @@ function unpackZip(bytes: Uint8Array, path: string, fail: Fail): PackedBook {
     );
   }
   if (main.size > MAX_ENTRY_BYTES) {
-    throw fail(`"${main.name}" unpacks to more than "${MAX_ENTRY_BYTES}" bytes`);
+    throw fail(`${quoteName(main.name)} unpacks to more than "${MAX_ENTRY_BYTES}" bytes`);
   }
   if (main.size > RATIO_FLOOR_BYTES && main.size > main.compressedSize * MAX_COMPRESSION_RATIO) {
     throw fail(
-      `"${main.name}" is compressed more than ${MAX_COMPRESSION_RATIO} to 1 (a ZIP bomb, not a book)`,
+      `${
+        quoteName(main.name)
+      } is compressed more than ${MAX_COMPRESSION_RATIO} to 1 (a ZIP bomb, not a book)`,
     );
   }
   return {
@@ -161,6 +179,25 @@ function gunzipBook(bytes: Uint8Array, path: string, fail: Fail): PackedBook {
   let pushed = 0;
   let ended = false;
   let over: string | null = null;
+  // Each member ends in the CRC-32 and length (mod 2^32) of what it unpacks to (RFC 1952 2.3.1);
+  // fflate checks neither, so a corrupt or cut-off file would otherwise be read as it came.
+  let members = 1;
+  let memberCrc = 0;
+  let memberSize = 0;
+  const checkMember = (end: number): void => {
+    const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+    if (
+      end < 8 || end > bytes.length || view.getUint32(end - 8, true) !== memberCrc ||
+      view.getUint32(end - 4, true) !== memberSize
+    ) {
+      over = members === 1 && end === bytes.length
+        ? "the gzip data is damaged or truncated: it fails its CRC-32 or length check"
+        : `the gzip data is damaged or truncated: member "${members}" fails its CRC-32 or length check`;
+      throw new RangeError(over);
+    }
+    memberCrc = 0;
+    memberSize = 0;
+  };
   const gunzip = new Gunzip((chunk, final) => {
     total += chunk.length;
     if (total > MAX_GUNZIP_BYTES) {
@@ -170,14 +207,25 @@ function gunzipBook(bytes: Uint8Array, path: string, fail: Fail): PackedBook {
     }
     if (over !== null) throw new RangeError(over);
     chunks.push(chunk);
+    memberCrc = crc32(chunk, memberCrc);
+    memberSize = (memberSize + chunk.length) >>> 0;
     ended ||= final;
   });
+  // Called with where the next member starts, once the one before has unpacked in full.
+  gunzip.onmember = (start) => {
+    checkMember(start);
+    if (++members > MAX_GZIP_MEMBERS) {
+      over = `it holds more than "${MAX_GZIP_MEMBERS}" gzip members`;
+      throw new RangeError(over);
+    }
+  };
   try {
     // In slices, so each expands at most ~1032× before the bounds above see it.
     for (let from = 0; from < bytes.length; from += INFLATE_CHUNK) {
       pushed = Math.min(from + INFLATE_CHUNK, bytes.length);
       gunzip.push(bytes.subarray(from, pushed), pushed === bytes.length);
     }
+    if (ended) checkMember(bytes.length);
   } catch (error) {
     if (over !== null) throw fail(over);
     throw fail(`the gzip data is damaged: ${describeParseError(error)}`, error);
@@ -199,7 +247,7 @@ function bookFormat(name: string): Exclude<BookFormat, "epub"> | undefined {
 }
 
 function listNames(entries: readonly ZipEntry[]): string {
-  const shown = entries.slice(0, NAMES_LISTED).map((entry) => `"${entry.name}"`).join(", ");
+  const shown = entries.slice(0, NAMES_LISTED).map((entry) => quoteName(entry.name)).join(", ");
   const more = entries.length - NAMES_LISTED;
   return more > 0 ? `${shown} and ${more} more` : shown;
 }

@@ -55,18 +55,13 @@ export function readZipDirectory(bytes: Uint8Array, maxEntries: number, fail: Fa
   const u16 = (at: number) => view.getUint16(at, true);
   const u32 = (at: number) => view.getUint32(at, true);
   const u64 = (at: number) => Number(view.getBigUint64(at, true));
-  // The record is 22 bytes plus a comment of at most 65535.
-  let end = -1;
-  for (let at = bytes.length - 22; at >= 0 && at >= bytes.length - 22 - 0xffff; at--) {
-    if (u32(at) === EOCD) {
-      end = at;
-      break;
-    }
-  }
+  const end = findEndRecord(bytes, view);
   if (end < 0) throw fail("the file is not a valid ZIP archive (no central directory)");
   try {
     let count = u16(end + 10);
     let offset = u32(end + 16);
+    /** Bytes before the archive proper (a self-extractor's stub), which its offsets leave out. */
+    let prefix = 0;
     if (
       (count === 0xffff || offset === 0xffffffff) && end >= 20 && u32(end - 20) === ZIP64_LOCATOR
     ) {
@@ -74,6 +69,14 @@ export function readZipDirectory(bytes: Uint8Array, maxEntries: number, fail: Fa
       if (u32(at) !== ZIP64_EOCD) throw new RangeError("bad ZIP64 record");
       count = u64(at + 32);
       offset = u64(at + 48);
+    } else if (offset + u32(end + 12) !== end) {
+      // The directory ends where the end record starts: `cat stub.exe book.zip` shifts both by
+      // the stub's length, and Info-ZIP unzip and Python's zipfile read the archive so shifted.
+      const shifted = end - u32(end + 12);
+      if (shifted > offset && u32(shifted) === CENTRAL) {
+        prefix = shifted - offset;
+        offset = shifted;
+      }
     }
     if (count > maxEntries) {
       throw fail(`it holds "${count}" entries, more than "${maxEntries}"`);
@@ -84,6 +87,8 @@ export function readZipDirectory(bytes: Uint8Array, maxEntries: number, fail: Fa
       const flags = u16(offset + 8);
       const nameLength = u16(offset + 28);
       const extraLength = u16(offset + 30);
+      const next = offset + 46 + nameLength + extraLength + u16(offset + 32);
+      if (next > end) throw new RangeError(`entry ${i + 1} runs past the end of the directory`);
       const entry: ZipEntry = {
         name: entryName(bytes.subarray(offset + 46, offset + 46 + nameLength), flags),
         method: u16(offset + 10),
@@ -94,14 +99,32 @@ export function readZipDirectory(bytes: Uint8Array, maxEntries: number, fail: Fa
         localOffset: u32(offset + 42),
       };
       readZip64Extra(view, offset + 46 + nameLength, extraLength, entry);
+      entry.localOffset += prefix;
       entries.push(entry);
-      offset += 46 + nameLength + extraLength + u16(offset + 32);
+      offset = next;
     }
     return entries;
   } catch (error) {
     if (!(error instanceof RangeError)) throw error;
     throw fail(`the ZIP archive is damaged: ${error.message}`, error);
   }
+}
+
+/**
+ * Where the end-of-central-directory record starts, or -1. It is 22 bytes and a comment of at most
+ * 65535 that ends the file; since a comment may itself hold the record's signature, the record
+ * whose comment ends exactly at the end of the file wins, else the last whose comment fits in it
+ * (an archive with bytes after it, as Info-ZIP unzip reads one).
+ */
+function findEndRecord(bytes: Uint8Array, view: DataView): number {
+  let fits = -1;
+  for (let at = bytes.length - 22; at >= 0 && at >= bytes.length - 22 - 0xffff; at--) {
+    if (view.getUint32(at, true) !== EOCD) continue;
+    const commentEnd = at + 22 + view.getUint16(at + 20, true);
+    if (commentEnd === bytes.length) return at;
+    if (fits < 0 && commentEnd < bytes.length) fits = at;
+  }
+  return fits;
 }
 
 /** Sizes and offset too big for 32 bits are 0xffffffff here and 64-bit in extra field 0x0001. */
@@ -125,7 +148,11 @@ function readZip64Extra(view: DataView, at: number, length: number, entry: ZipEn
   }
 }
 
-/** A stored name: UTF-8 when flagged (bit 11) or valid as UTF-8, else Latin-1; `\` as `/`. */
+/**
+ * A stored name: UTF-8 when flagged (bit 11) or valid as UTF-8, else Latin-1; `\` as `/`; a control
+ * character (U+0000–U+001F, U+007F: never in a real file name) as U+FFFD, so no NUL or line break
+ * reaches a message, a path or the database through it.
+ */
 function entryName(raw: Uint8Array, flags: number): string {
   let name: string;
   try {
@@ -133,7 +160,17 @@ function entryName(raw: Uint8Array, flags: number): string {
   } catch {
     name = new TextDecoder("latin1").decode(raw);
   }
-  return name.replaceAll("\\", "/").replace(/^\/+/, "").normalize("NFC");
+  // deno-lint-ignore no-control-regex
+  return name.replace(/[\u0000-\u001f\u007f]/g, "\uFFFD").replaceAll("\\", "/").replace(/^\/+/, "")
+    .normalize("NFC");
+}
+
+/** Names quoted in a message are cut to this many characters. */
+const NAME_SHOWN = 100;
+
+/** An entry's name as a message quotes it: in double quotes, cut to `NAME_SHOWN` characters. */
+export function quoteName(name: string): string {
+  return `"${name.length > NAME_SHOWN ? `${name.slice(0, NAME_SHOWN)}…` : name}"`;
 }
 
 /**
@@ -149,7 +186,7 @@ function entryName(raw: Uint8Array, flags: number): string {
  *   declares, or fails its CRC check.
  */
 export function unpackEntry(bytes: Uint8Array, entry: ZipEntry, fail: Fail): Uint8Array {
-  const quoted = `"${entry.name}"`;
+  const quoted = quoteName(entry.name);
   if ((entry.flags & 1) !== 0) throw fail(`${quoted} is encrypted`);
   if (entry.method !== 0 && entry.method !== 8) {
     throw fail(`${quoted} uses compression method "${entry.method}", not stored or deflated`);
@@ -209,8 +246,13 @@ function describe(error: unknown): string {
 
 let table: Uint32Array | null = null;
 
-/** CRC-32 (ISO 3309, the ZIP and gzip checksum) of some bytes. */
-export function crc32(bytes: Uint8Array): number {
+/**
+ * CRC-32 (ISO 3309, the ZIP and gzip checksum) of some bytes.
+ *
+ * @param bytes the bytes.
+ * @param previous the CRC-32 of the bytes before them, to checksum a stream in pieces.
+ */
+export function crc32(bytes: Uint8Array, previous = 0): number {
   if (table === null) {
     table = new Uint32Array(256);
     for (let n = 0; n < 256; n++) {
@@ -219,7 +261,7 @@ export function crc32(bytes: Uint8Array): number {
       table[n] = c >>> 0;
     }
   }
-  let crc = 0xffffffff;
+  let crc = (previous ^ 0xffffffff) >>> 0;
   for (let i = 0; i < bytes.length; i++) crc = table[(crc ^ bytes[i]) & 0xff] ^ (crc >>> 8);
   return (crc ^ 0xffffffff) >>> 0;
 }

@@ -284,3 +284,123 @@ Deno.test("extractBook() refuses a truncated or corrupt zip or gzip file", async
   await assertRefused("what.gz", gzipSync(text), /its name does not say what it holds/);
   await assertRefused("book.tar.gz", gzipSync(text), /it holds a "\.tar" file/);
 });
+
+/** Byte arrays one after another, as `cat` joins files. */
+function concat(...parts: Uint8Array[]): Uint8Array {
+  const out = new Uint8Array(parts.reduce((sum, part) => sum + part.length, 0));
+  let at = 0;
+  for (const part of parts) {
+    out.set(part, at);
+    at += part.length;
+  }
+  return out;
+}
+
+Deno.test("extractBook() refuses a gzip file whose CRC-32 or length trailer is wrong or cut off", async () => {
+  const text = await fixture("alice.txt.gz");
+  const gz = gzipSync(text);
+  const damaged = /the gzip data is damaged or truncated: it fails its CRC-32 or length check/;
+  for (
+    const [name, bytes] of [
+      ["crc.txt.gz", gz.slice()],
+      ["length.txt.gz", gz.slice()],
+      ["short.txt.gz", gz.subarray(0, gz.length - 4)],
+      ["bare.txt.gz", gz.subarray(0, gz.length - 8)],
+      ["tail.txt.gz", concat(gz, strToU8("abc"))],
+    ] as const
+  ) {
+    if (name === "crc.txt.gz") bytes[bytes.length - 8] ^= 0xff;
+    if (name === "length.txt.gz") bytes[bytes.length - 1] ^= 0xff;
+    await assertRefused(name, bytes, damaged);
+  }
+  // A member before the last is checked too, before the next one is read.
+  const half = text.length >> 1;
+  const first = gzipSync(text.subarray(0, half));
+  first[first.length - 5] ^= 0x01;
+  await assertRefused(
+    "members.txt.gz",
+    concat(first, gzipSync(text.subarray(half))),
+    /member "1" fails its CRC-32 or length check/,
+  );
+});
+
+Deno.test("extractBook() refuses a gzip file of more than 1000 members, and reads one of 1000", async () => {
+  const story = strToU8("A Short Story\n\nCHAPTER I\n\nIt was short.\n\nCHAPTER II\n\nIt ended.\n");
+  const empty = gzipSync(new Uint8Array());
+  const members = (count: number) =>
+    concat(...Array.from({ length: count - 1 }, () => empty), gzipSync(story));
+  const expected = shown(await extractFile("story.txt", story));
+  assert.deepEqual(shown(await extractFile("story.txt.gz", members(1000))), expected);
+  const elapsed = await assertRefused(
+    "crowd.txt.gz",
+    members(100_000),
+    /it holds more than "1000" gzip members/,
+  );
+  assert.ok(elapsed < 1_000, `${elapsed} ms`);
+});
+
+const STORY = strToU8("A Short Story\n\nCHAPTER I\n\nIt was short.\n\nCHAPTER II\n\nIt ended.\n");
+
+/** A zip written with no comment, given `comment`: its end record (the last 22 bytes) says so. */
+function withComment(zip: Uint8Array, comment: Uint8Array): Uint8Array {
+  const out = concat(zip, comment);
+  new DataView(out.buffer).setUint16(zip.length - 2, comment.length, true);
+  return out;
+}
+
+Deno.test("extractBook() finds a zip's end record past a comment that holds its signature, and past bytes after the archive", async () => {
+  const expected = shown(await extractFile("story.txt", STORY));
+  const zip = zipSync({ "story.txt": STORY });
+  // "PK\x05\x06" in the comment: a record there, with no comment of its own, ends 18 bytes early.
+  const comment = concat(strToU8("see PK\x05\x06 below"), new Uint8Array(30));
+  assert.deepEqual(shown(await extractFile("note.zip", withComment(zip, comment))), expected);
+  assert.deepEqual(
+    shown(await extractFile("tail.zip", concat(zip, new Uint8Array(100)))),
+    expected,
+  );
+});
+
+Deno.test("extractBook() reads a zip behind a self-extractor's stub, its offsets not shifted", async () => {
+  const stub = concat(strToU8("MZ"), new Uint8Array(5000).fill(0x90));
+  const expected = shown(await extractFile("story.txt", STORY));
+  const sfx = concat(stub, zipSync({ "story.txt": STORY }));
+  assert.deepEqual(shown(await extractFile("sfx.zip", sfx)), expected);
+});
+
+Deno.test("extractBook() refuses a zip whose directory entry runs past the directory", async () => {
+  // The last entry's name length, 60000: its name would take in the end record and beyond.
+  const zip = patchDirectory(zipSync({ "story.txt": STORY }), 28, 60_000, 16);
+  await assertRefused(
+    "long.zip",
+    zip,
+    /the ZIP archive is damaged: entry 1 runs past the end of the directory/,
+  );
+});
+
+Deno.test("extractBook() refuses a zip holding two book files of one name", async () => {
+  const zip = zipSync({ "11.txt": STORY, "22.txt": await fixture("alice.txt.gz") });
+  // The first entry renamed in both headers: two "22.txt", one 10 times the other.
+  const renamed = zip.slice();
+  const text = new TextDecoder("latin1").decode(renamed);
+  for (let at = text.indexOf("11.txt"); at >= 0; at = text.indexOf("11.txt", at + 1)) {
+    renamed.set(strToU8("22"), at);
+  }
+  await assertRefused("22.zip", renamed, /it holds two files named "22\.txt"/);
+});
+
+Deno.test("extractBook() quotes a zip's entry names with no control character and at most 100 characters", async () => {
+  const files: Zippable = {};
+  for (let i = 0; i < 3; i++) files[`${"a".repeat(60_000)}${i}.jpg`] = PNG;
+  const long = await assertRefused(
+    "long.zip",
+    zipSync(files),
+    /only "a{100}…", "a{100}…", "a{100}…"$/,
+  );
+  assert.ok(long < 5_000);
+  // fflate writes a name as given: a NUL and a line break in it, which Postgres text refuses and
+  // a log line splits on.
+  const named = zipSync({ "cover\0\n.jpg": PNG });
+  await assertRefused("nul.zip", named, /only "cover\uFFFD\uFFFD\.jpg"$/);
+  const book = await extractFile("nul.zip", zipSync({ "story\0.txt": STORY }));
+  assert.deepEqual(shown(book), shown(await extractFile("story.txt", STORY)));
+});
