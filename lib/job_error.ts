@@ -30,12 +30,15 @@ export function relativeToStorage(storageDir: string, text: string): string {
 }
 
 /**
- * A job error as it may leave the process: paths relative to `storageDir`, credentials hidden.
+ * A job error as it may leave the process: paths relative to `storageDir`, credentials hidden,
+ * and each NUL shown as U+FFFD, since PostgreSQL's `text` cannot hold one and the write of the
+ * job's reason would fail (a message may quote a file's or a server's bytes).
  *
  * @param storageDir STORAGE_DIR, for a queue that reads or writes there.
  * @example
  * jobError("ENOENT: open '/srv/data/books/a.epub'", "/srv/data"); // "ENOENT: open 'books/a.epub'"
  */
 export function jobError(text: string, storageDir?: string): string {
-  return redact(storageDir === undefined ? text : relativeToStorage(storageDir, text));
+  const shown = redact(storageDir === undefined ? text : relativeToStorage(storageDir, text));
+  return shown.replaceAll("\0", "\uFFFD");
 }

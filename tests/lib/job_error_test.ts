@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import { jobError, relativeToStorage } from "../../lib/job_error.ts";
+import { dbTest } from "../_db.ts";
 
 Deno.test("relativeToStorage leaves no absolute STORAGE_DIR in any message (generated paths, resolved and real roots)", async () => {
   const real = await Deno.makeTempDir({ prefix: "textstack-storage-" });
@@ -32,3 +33,13 @@ Deno.test("relativeToStorage leaves no absolute STORAGE_DIR in any message (gene
     await Deno.remove(real, { recursive: true });
   }
 });
+
+dbTest(
+  "jobError shows a NUL as U+FFFD, so the reason it gives is one PostgreSQL's text can store",
+  async (db) => {
+    const error = jobError('Cannot read EPUB "a.epub": "ch\0apter.xhtml" is missing\0');
+    assert.equal(error, 'Cannot read EPUB "a.epub": "ch\uFFFDapter.xhtml" is missing\uFFFD');
+    const [row] = await db.sql<{ error: string }[]>`select ${error}::text as error`;
+    assert.equal(row.error, error);
+  },
+);
