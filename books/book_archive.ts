@@ -34,7 +34,10 @@ import {
   type ZipEntry,
 } from "./zip_directory.ts";
 
-/** Most entries a book's ZIP may list: a Gutenberg HTML book's is its page and a few hundred images. */
+/**
+ * Most entries a book's ZIP may list: a Gutenberg HTML book's is its page and a few hundred
+ * images.
+ */
 export const MAX_ARCHIVE_ENTRIES = 10_000;
 
 /**

@@ -29,8 +29,7 @@ const HEADING = /^h[1-6]$/;
  *
  * The entries considered are those at the document's shallowest navigation depth (sections
  * nested under a chapter never split it). Of those that name an `h1`–`h6`, the chapters are the
- * ones of
- * the rank most of them share, when two or more do and no other rank as many (a title page's `h1`
+ * ones of the rank most of them share, when two or more do and no other rank as many (a title page's `h1`
  * over a contents `h2` is front matter, not two chapters); an entry on anything else (a note's
  * `div`, a `section`, a `span`) stays inside the chapter before it. Each chapter heading must be
  * where the text of a child of the body begins, in navigation order; one inside the same child as

@@ -32,9 +32,9 @@ import { HEADING_LEVELS, headingText, joinSplitHeadings } from "./html_headings.
  * everything up to a `*** START OF …` marker and from a `*** END OF …` marker. Headings in a row
  * that set one title are joined (`joinSplitHeadings`). A heading that is a byline
  * (`By Herman Melville`) gives the author and is left out; so are the title headings: a lone `h1`
- * before every other heading, or `h1`s all of one text (a cover's and a title page's). The level: the one whose headings most often read as chapter
- * headings (`Chapter 1`, `I. A SCANDAL…`, `Capítulo I`), when two or more do; else the highest
- * level used twice or more. Chapters split at that level and every level above it (a `VOLUME I`
+ * before every other heading, or `h1`s all of one text (a cover's and a title page's). The
+ * level: the one whose headings most often read as chapter headings (`Chapter 1`,
+ * `I. A SCANDAL…`, `Capítulo I`), when two or more do; else the highest level used twice or more. Chapters split at that level and every level above it (a `VOLUME I`
  * `h2` over `h3` chapters opens a part; with nothing under it, it is no chapter). A `Contents`
  * section is left out, and so is any section with nothing to show. Content before the first split
  * heading is a chapter titled like the book. Title: the frame header's, else `<title>` (less a

@@ -211,8 +211,8 @@ function isEntryBlock(block: Block, index: number, later: ReadonlyMap<string, nu
  * sentence ("The Start"), or a page-numbered entry (`THE DEPARTURE   3.`), or a heading line
  * (`CHAPTER 43. Hark!`), or a title in capitals (`OP ZEE.`); or ending in a full stop as one-word
  * labels (`Bladz.`) do, or named again by a paragraph further on (`EXTRACTS (Supplied by …).`,
- * with no comma or semicolon). A sentence
- * ("Transcriber note: … a printed copy.") or a line ending in `:` or `,` is not one.
+ * with no comma or semicolon). A sentence ("Transcriber note: … a printed copy.") or a line
+ * ending in `:` or `,` is not one.
  */
 function isEntryLine(line: string, index: number, later: ReadonlyMap<string, number>): boolean {
   if (line.length > MAX_HEADING_CHARS) return false;

@@ -1,8 +1,8 @@
 /**
  * Receiving a reader's upload: a `multipart/form-data` body streamed to disk with `busboy`, one
  * file part kept under `<storage>/uploads/<uuid><original extension>` (`.txt.gz` for a gzip'd
- * text), its size capped while it streams. A cut-short or refused upload leaves no file behind. `busboy` is loaded on the first
- * upload.
+ * text), its size capped while it streams. A cut-short or refused upload leaves no file behind.
+ * `busboy` is loaded on the first upload.
  *
  * @module
  */
