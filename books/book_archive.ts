@@ -14,6 +14,7 @@
  */
 import { Gunzip } from "fflate";
 import { basename, extname } from "node:path";
+import { crc32 } from "node:zlib";
 import {
   type ArchiveFormat,
   type BookFormat,
@@ -25,7 +26,6 @@ import {
 } from "./book.ts";
 import { MAX_ENTRY_BYTES, MAX_UNPACKED_BYTES } from "./epub_archive.ts";
 import {
-  crc32,
   type Fail,
   INFLATE_CHUNK,
   quoteName,

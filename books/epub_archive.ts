@@ -144,6 +144,7 @@ export function decodeEntry(
   return decoded.text;
 }
 
-function errorMessage(error: unknown): string {
+/** An error's message alone (a thrown non-Error as text), for a damaged-archive reason. */
+export function errorMessage(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
 }

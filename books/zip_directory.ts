@@ -7,6 +7,8 @@
  * @module
  */
 import { Inflate } from "fflate";
+import { crc32 } from "node:zlib";
+import { errorMessage } from "./epub_archive.ts";
 
 /** Builds the error for a broken archive; `reason` is lower case, values quoted. */
 export type Fail = (reason: string, cause?: unknown) => Error;
@@ -228,7 +230,7 @@ export function unpackEntry(bytes: Uint8Array, entry: ZipEntry, fail: Fail): Uin
       if (overflow) {
         throw fail(`${quoted} unpacks to more than the "${entry.size}" bytes it declares`);
       }
-      throw fail(`the ZIP archive is damaged: ${quoted}: ${describe(error)}`, error);
+      throw fail(`the ZIP archive is damaged: ${quoted}: ${errorMessage(error)}`, error);
     }
     if (filled !== entry.size) {
       throw fail(`the ZIP archive is damaged: ${quoted} unpacks to fewer bytes than it declares`);
@@ -238,30 +240,4 @@ export function unpackEntry(bytes: Uint8Array, entry: ZipEntry, fail: Fail): Uin
     throw fail(`the ZIP archive is damaged: ${quoted} fails its CRC check`);
   }
   return out;
-}
-
-function describe(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
-}
-
-let table: Uint32Array | null = null;
-
-/**
- * CRC-32 (ISO 3309, the ZIP and gzip checksum) of some bytes.
- *
- * @param bytes the bytes.
- * @param previous the CRC-32 of the bytes before them, to checksum a stream in pieces.
- */
-export function crc32(bytes: Uint8Array, previous = 0): number {
-  if (table === null) {
-    table = new Uint32Array(256);
-    for (let n = 0; n < 256; n++) {
-      let c = n;
-      for (let k = 0; k < 8; k++) c = c & 1 ? 0xedb88320 ^ (c >>> 1) : c >>> 1;
-      table[n] = c >>> 0;
-    }
-  }
-  let crc = (previous ^ 0xffffffff) >>> 0;
-  for (let i = 0; i < bytes.length; i++) crc = table[(crc ^ bytes[i]) & 0xff] ^ (crc >>> 8);
-  return (crc ^ 0xffffffff) >>> 0;
 }
