@@ -8,31 +8,11 @@
  * @module
  */
 import assert from "node:assert/strict";
-import { join } from "node:path";
-import { extractBook, type ExtractedBook, UnreadableBookError } from "../../books/extract.ts";
+import { type ExtractedBook, UnreadableBookError } from "../../books/extract.ts";
 import { brokenLinks } from "../../bench/_book_links.ts";
+import { extractCase, extractFrom, titles } from "../_books.ts";
 
 const CASES = new URL("../fixtures/cases/", import.meta.url);
-
-function extractCase(name: string): Promise<ExtractedBook> {
-  return extractBook(new URL(name, CASES).pathname, new AbortController().signal);
-}
-
-async function extractFrom(name: string, content: string | Uint8Array): Promise<ExtractedBook> {
-  const dir = await Deno.makeTempDir({ prefix: "extract_cases_test_" });
-  try {
-    const path = join(dir, name);
-    if (typeof content === "string") await Deno.writeTextFile(path, content);
-    else await Deno.writeFile(path, content);
-    return await extractBook(path, new AbortController().signal);
-  } finally {
-    await Deno.remove(dir, { recursive: true });
-  }
-}
-
-function titles(book: ExtractedBook): string[] {
-  return book.chapters.map((chapter) => chapter.title);
-}
 
 function guessed(book: ExtractedBook): string[] {
   return (book.warnings ?? []).filter((warning) => warning.kind === "encoding_guessed")

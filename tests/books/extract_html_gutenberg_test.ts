@@ -7,26 +7,12 @@
  * @module
  */
 import assert from "node:assert/strict";
-import { join } from "node:path";
-import { extractBook, type ExtractedBook } from "../../books/extract.ts";
+import { type ExtractedBook } from "../../books/extract.ts";
 import { htmlText } from "../../books/sanitize.ts";
 import { brokenLinks } from "../../bench/_book_links.ts";
+import { extractCase, extractFrom } from "../_books.ts";
 
 const CASES = new URL("../fixtures/cases/", import.meta.url);
-
-function extractFixture(name: string): Promise<ExtractedBook> {
-  return extractBook(new URL(name, CASES).pathname, new AbortController().signal);
-}
-
-async function extractFrom(name: string, content: string): Promise<ExtractedBook> {
-  const dir = await Deno.makeTempDir({ prefix: "extract_html_gutenberg_test_" });
-  try {
-    await Deno.writeTextFile(join(dir, name), content);
-    return await extractBook(join(dir, name), new AbortController().signal);
-  } finally {
-    await Deno.remove(dir, { recursive: true });
-  }
-}
 
 /**
  * Where each of the source's `#id` links lands: the title of the chapter holding the id, and the
@@ -57,7 +43,7 @@ function missing(book: ExtractedBook): string[] {
 }
 
 Deno.test("extractBook() gives Moby-Dick's chapter anchors to the chapters they open, so each contents link opens its chapter", async () => {
-  const book = await extractFixture("moby-dick-anchors.html");
+  const book = await extractCase("moby-dick-anchors.html");
   const source = await fixtureText("moby-dick-anchors.html");
   assert.deepEqual(book.chapters.map((chapter) => chapter.title).slice(1), [
     "ETYMOLOGY.",
@@ -84,7 +70,7 @@ Deno.test("extractBook() gives Moby-Dick's chapter anchors to the chapters they 
 });
 
 Deno.test("extractBook() keeps the anchors of a heading with nothing under it (Leaves of Grass's BOOK I) at the top of the chapter it is carried into", async () => {
-  const book = await extractFixture("leaves-of-grass-anchors.html");
+  const book = await extractCase("leaves-of-grass-anchors.html");
   const source = await fixtureText("leaves-of-grass-anchors.html");
   // The excerpt has nothing before BOOK I but the contents list, which is left out.
   assert.deepEqual(book.chapters.map((chapter) => chapter.title), [
@@ -142,7 +128,7 @@ ${chapters.join("\n")}
 
 Deno.test("extractBook() leaves out a contents list whose links open chapters, in any wrapper, and keeps a list of other links", async () => {
   // Moby-Dick's contents: a <blockquote> of <p class="toc"> lines, one link each, indented.
-  const moby = await extractFixture("moby-dick-anchors.html");
+  const moby = await extractCase("moby-dick-anchors.html");
   assert.doesNotMatch(moby.chapters[0].html, /href=/);
   assert.match(htmlText(moby.chapters[0].html), /^Original Transcriber’s Notes:/);
   const plates = (n: number) => `<p class="toc"><a href="#plate${n}">PLATE ${n}</a></p>\n      `;
@@ -166,7 +152,7 @@ Deno.test("extractBook() leaves out a contents list whose links open chapters, i
 Deno.test("extractBook() reads a title set as three h1s in a row as one heading, and the title on the cover and the title page as no chapter", async () => {
   // The Gutenberg edition of Pinero's play sets "THE" / "MIND THE PAINT" / "GIRL" as three h1s,
   // once on the cover and once on the title page.
-  const book = await extractFixture("mind-the-paint-girl-title.html");
+  const book = await extractCase("mind-the-paint-girl-title.html");
   assert.deepEqual(book.chapters.map((chapter) => chapter.title), [
     "The “Mind the Paint” Girl",
     "THE FIRST ACT",
@@ -182,7 +168,7 @@ Deno.test("extractBook() reads a title set as three h1s in a row as one heading,
 });
 
 Deno.test("extractBook() joins <h2>THE</h2><h1>FLYING DUTCHMAN</h1> into one heading, and no two chapters share a name", async () => {
-  const book = await extractFixture("flying-dutchman-title.html");
+  const book = await extractCase("flying-dutchman-title.html");
   const titles = book.chapters.map((chapter) => chapter.title);
   assert.ok(titles.includes("THE FLYING DUTCHMAN"), titles.join(" | "));
   assert.equal(new Set(titles).size, titles.length, titles.join(" | "));

@@ -5,18 +5,8 @@
  * @module
  */
 import assert from "node:assert/strict";
-import { join } from "node:path";
-import { extractBook, type ExtractedBook } from "../../books/extract.ts";
-
-async function extractFrom(name: string, content: string): Promise<ExtractedBook> {
-  const dir = await Deno.makeTempDir({ prefix: "extract_markup_test_" });
-  try {
-    await Deno.writeTextFile(join(dir, name), content);
-    return await extractBook(join(dir, name), new AbortController().signal);
-  } finally {
-    await Deno.remove(dir, { recursive: true });
-  }
-}
+import { type ExtractedBook } from "../../books/extract.ts";
+import { extractFrom } from "../_books.ts";
 
 /** Markup a sanitiser must remove, with markers that must not survive. */
 const HOSTILE = '<script>stealCookies()</script><p onclick="evil()">Safe text ' +

@@ -6,17 +6,8 @@
  */
 import assert from "node:assert/strict";
 import { join } from "node:path";
-import { extractBook, type ExtractedBook, UnreadableBookError } from "../../books/extract.ts";
-
-async function extractFrom(name: string, content: string): Promise<ExtractedBook> {
-  const dir = await Deno.makeTempDir({ prefix: "extract_text_test_" });
-  try {
-    await Deno.writeTextFile(join(dir, name), content);
-    return await extractBook(join(dir, name), new AbortController().signal);
-  } finally {
-    await Deno.remove(dir, { recursive: true });
-  }
-}
+import { extractBook, UnreadableBookError } from "../../books/extract.ts";
+import { extractFrom } from "../_books.ts";
 
 Deno.test("extractBook() splits a text book at CHAPTER-style heading lines", async () => {
   const book = await extractFrom(

@@ -8,29 +8,9 @@
  * @module
  */
 import assert from "node:assert/strict";
-import { join } from "node:path";
-import { extractBook, type ExtractedBook } from "../../books/extract.ts";
+import { type ExtractedBook } from "../../books/extract.ts";
 import { htmlText } from "../../books/sanitize.ts";
-
-const CASES = new URL("../fixtures/cases/", import.meta.url);
-
-function extractCase(name: string): Promise<ExtractedBook> {
-  return extractBook(new URL(name, CASES).pathname, new AbortController().signal);
-}
-
-async function extractFrom(name: string, content: string): Promise<ExtractedBook> {
-  const dir = await Deno.makeTempDir({ prefix: "text_contents_test_" });
-  try {
-    await Deno.writeTextFile(join(dir, name), content);
-    return await extractBook(join(dir, name), new AbortController().signal);
-  } finally {
-    await Deno.remove(dir, { recursive: true });
-  }
-}
-
-function titles(book: ExtractedBook): string[] {
-  return book.chapters.map((chapter) => chapter.title);
-}
+import { extractCase, extractFrom, titles } from "../_books.ts";
 
 /** Every chapter's text, joined: what a reader can read of the book. */
 function allText(book: ExtractedBook): string {

@@ -8,29 +8,8 @@
  * @module
  */
 import assert from "node:assert/strict";
-import { join } from "node:path";
-import { extractBook, type ExtractedBook } from "../../books/extract.ts";
 import { htmlText } from "../../books/sanitize.ts";
-
-const CASES = new URL("../fixtures/cases/", import.meta.url);
-
-function extractCase(name: string): Promise<ExtractedBook> {
-  return extractBook(new URL(name, CASES).pathname, new AbortController().signal);
-}
-
-async function extractFrom(name: string, content: string): Promise<ExtractedBook> {
-  const dir = await Deno.makeTempDir({ prefix: "text_plays_test_" });
-  try {
-    await Deno.writeTextFile(join(dir, name), content);
-    return await extractBook(join(dir, name), new AbortController().signal);
-  } finally {
-    await Deno.remove(dir, { recursive: true });
-  }
-}
-
-function titles(book: ExtractedBook): string[] {
-  return book.chapters.map((chapter) => chapter.title);
-}
+import { extractCase, extractFrom, titles } from "../_books.ts";
 
 Deno.test("t4: a play's acts are its chapters, the line ending an act inside it", async () => {
   const book = await extractCase("t4-play-acts.txt");
