@@ -47,20 +47,24 @@ function shown(book: ExtractedBook) {
   return rest;
 }
 
-const TEXT_BOOKS = ["alice.txt.gz", "jekyll-and-hyde.txt.gz", "sherlock-holmes.txt.gz"];
+/** The regression set's text, HTML and Markdown books (`tests/fixtures/books/*.gz`). */
+const PACKED_BOOKS = [...Deno.readDirSync(FIXTURES)].map((entry) => entry.name)
+  .filter((name) => name.endsWith(".gz")).sort();
 
-Deno.test("extractBook() reads a Gutenberg NNNN-0.zip as the text book it holds", async () => {
-  for (const name of TEXT_BOOKS) {
-    const text = await fixture(name);
-    const alone = await extractFile("11-0.txt", text);
-    const zipped = await extractFile("11-0.zip", zipSync({ "11-0.txt": text }));
+Deno.test("extractBook() reads a Gutenberg NNNN-0.zip as the book it holds, for every text, HTML and Markdown book of the regression set", async () => {
+  assert.ok(PACKED_BOOKS.length >= 10, `${PACKED_BOOKS.length} books`);
+  for (const name of PACKED_BOOKS) {
+    const inner = name.replace(/\.gz$/, "").replace(/^[^.]+/, "11-0");
+    const bytes = await fixture(name);
+    const alone = await extractFile(inner, bytes);
+    const zipped = await extractFile("11-0.zip", zipSync({ [inner]: bytes }));
     assert.ok(alone.chapters.length > 1, name);
     assert.deepEqual(shown(zipped), shown(alone), name);
   }
 });
 
-Deno.test("extractBook() reads a .txt.gz and an .html.gz as the file under the .gz", async () => {
-  for (const name of [...TEXT_BOOKS, "alice.html.gz", "frankenstein.html.gz"]) {
+Deno.test("extractBook() reads a .txt.gz, .html.gz or .md.gz as the file under the .gz, for every such book of the regression set", async () => {
+  for (const name of PACKED_BOOKS) {
     const packed = await Deno.readFile(join(FIXTURES, name));
     const inner = name.replace(/\.gz$/, "");
     const alone = await extractFile(inner, gunzipSync(packed));
