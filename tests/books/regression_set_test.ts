@@ -11,7 +11,9 @@
  */
 import assert from "node:assert/strict";
 import { extractInProcess } from "../../books/extract_in_process.ts";
+import { decodeBookBytes } from "../../books/decode.ts";
 import { htmlText } from "../../books/sanitize.ts";
+import { classifyLine } from "../../books/text_headings.ts";
 import { layOut, readSet } from "../../bench/_regression_set.ts";
 
 /** Licence and frame wording that must never reach a chapter. */
@@ -34,6 +36,19 @@ for (const book of await readSet()) {
       // quotes the Gutenberg header, and a reader of the EPUB sees it.
       for (const chapter of book.file.endsWith(".epub") ? [] : extracted.chapters) {
         assert.doesNotMatch(htmlText(chapter.html), BOILERPLATE, chapter.title);
+      }
+      // A plain-text book's part headings (`BOOK ONE`, `PART TWO`: a paragraph of one line) are
+      // its text too: the words of each show in some chapter (a contents entry's, `BOOK ONE.—THE
+      // COMING OF THE MARTIANS`, as the heading over the body sets them).
+      if (path.endsWith(".txt")) {
+        const source = decodeBookBytes(await Deno.readFile(path), "text").text;
+        const words = (text: string) => text.toLowerCase().replace(/[^\p{L}\p{N}]+/gu, "");
+        const shown = words(extracted.chapters.map((chapter) => htmlText(chapter.html)).join(""));
+        for (const paragraph of source.split(/\r?\n(?:[ \t]*\r?\n)+/)) {
+          const line = paragraph.trim();
+          if (line.includes("\n") || classifyLine(line) !== "part") continue;
+          assert.ok(shown.includes(words(line)), `part heading ${JSON.stringify(line)} not shown`);
+        }
       }
     } finally {
       await Deno.remove(dir, { recursive: true });
